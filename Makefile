@@ -1,0 +1,36 @@
+# The two commands of the README's quick start: `make book` and `make test`.
+# Both create a local virtual environment in .venv (Python 3.11 or newer) on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.ppbook-installed
+TORCH  ?= torch==2.13.0
+HOST   ?= 127.0.0.1
+PORT   ?= 8888
+
+.PHONY: book test install lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ppbook needs Python 3.11 or newer, got " + sys.version.split()[0])'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, pinned to the wheel this machine carries; the project's own requirement is a range.
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+book: $(STAMP)
+	@echo "Opening the book: JupyterLab on notebooks/ at http://$(HOST):$(PORT)/lab (token printed below)"
+	$(BIN)/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --notebook-dir=notebooks
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

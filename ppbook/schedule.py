@@ -1,0 +1,243 @@
+"""A pipeline schedule as plain data: per-rank ordered lists of actions.
+
+One schedule, three consumers: :mod:`ppbook.simulate` times it, :mod:`ppbook.plot` draws
+it and :mod:`ppbook.runtime` executes it on real processes. Nothing here imports anything
+beyond the standard library.
+
+The notation is PyTorch's (``torch.distributed.pipelining``, torch 2.13): an action is
+``<stage><kind><microbatch>`` with kinds ``F`` (forward), ``B`` (full backward), ``I``
+(backward for the stage input only) and ``W`` (weight-gradient pass), and an overlapped
+forward-and-backward pair is written ``(0F4;7B1)OVERLAP_F_B``. Stages are global: with
+``v`` chunks per rank there are ``p * v`` stages. A schedule's CSV form has one row per
+rank, one action per cell and an empty cell for an idle step.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+KINDS = ("F", "B", "I", "W")
+"""Compute kinds, spelled as PyTorch spells them."""
+
+_ACTION_RE = re.compile(r"^(\d+)([FBIW])(\d+)$")
+_OVERLAP_RE = re.compile(r"^\((.*);(.*)\)OVERLAP_F_B$")
+
+
+class Action(NamedTuple):
+    """One compute action: ``kind`` of global ``stage`` on ``microbatch`` (``0F3``).
+
+    A named tuple, so that building and hashing the tens of thousands of actions of a large
+    schedule stays cheap. :func:`ppbook.validate.validate` checks kinds and ranges.
+    """
+
+    stage: int
+    kind: str
+    microbatch: int
+
+    @property
+    def parts(self) -> tuple[Action, ...]:
+        """The compute actions this action performs: itself."""
+        return (self,)
+
+    def __str__(self) -> str:
+        return f"{self.stage}{self.kind}{self.microbatch}"
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapFB:
+    """A forward and a backward run together, as DualPipe's overlapped F&B chunk pair."""
+
+    forward: Action
+    backward: Action
+    kind: ClassVar[str] = "OVERLAP_F_B"
+
+    def __post_init__(self) -> None:
+        if self.forward.kind != "F" or self.backward.kind not in ("B", "I"):
+            raise ValueError(
+                "an overlapped pair holds one forward (F) and one backward (B or I), "
+                f"got {self.forward} and {self.backward}"
+            )
+
+    @property
+    def parts(self) -> tuple[Action, Action]:
+        """The compute actions this pair performs: its forward, then its backward."""
+        return (self.forward, self.backward)
+
+    def __str__(self) -> str:
+        return f"({self.forward};{self.backward})OVERLAP_F_B"
+
+    __repr__ = __str__
+
+
+Step = Action | OverlapFB
+
+
+def parse_action(text: str) -> Step:
+    """Parse PyTorch's notation: ``"0F3"``, ``"1B2"``, ``"2I0"``, ``"2W0"``, ``"(0F4;7B1)OVERLAP_F_B"``."""
+    text = text.strip()
+    if match := _ACTION_RE.match(text):
+        stage, kind, microbatch = match.groups()
+        return Action(int(stage), kind, int(microbatch))
+    if match := _OVERLAP_RE.match(text):
+        forward, backward = (parse_action(part) for part in match.groups())
+        if not (isinstance(forward, Action) and isinstance(backward, Action)):
+            raise ValueError(f"an overlapped pair cannot nest another pair: {text!r}")
+        return OverlapFB(forward, backward)
+    raise ValueError(
+        f"cannot parse action {text!r}: expected <stage><F|B|I|W><microbatch> such as '0F3', "
+        "or '(0F4;7B1)OVERLAP_F_B'"
+    )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Per-rank ordered actions and the placement of stages on ranks.
+
+    ``actions[rank]`` is the order in which ``rank`` runs its actions; idle time is not
+    stored (the simulator finds it). ``stage_to_rank[stage]`` is the rank that holds
+    ``stage``. Build one with a function of :mod:`ppbook.schedules`, with
+    :meth:`from_strings` or :meth:`from_csv`; check it with :func:`ppbook.validate.validate`.
+    """
+
+    actions: tuple[tuple[Step, ...], ...]
+    stage_to_rank: tuple[int, ...]
+    num_microbatches: int
+    name: str = "custom"
+    split_backward: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actions", tuple(tuple(row) for row in self.actions))
+        object.__setattr__(self, "stage_to_rank", tuple(self.stage_to_rank))
+        if not self.actions:
+            raise ValueError("a schedule needs at least one rank, got none")
+        if not self.stage_to_rank:
+            raise ValueError("a schedule needs at least one stage, got none")
+        for stage, rank in enumerate(self.stage_to_rank):
+            if not 0 <= rank < len(self.actions):
+                raise ValueError(
+                    f"stage {stage} is placed on rank {rank}, but the schedule has ranks "
+                    f"0..{len(self.actions) - 1}"
+                )
+        split = any(part.kind in ("I", "W") for row in self.actions for a in row for part in a.parts)
+        object.__setattr__(self, "split_backward", split)
+
+    @property
+    def num_ranks(self) -> int:
+        """p: the number of pipeline ranks (devices)."""
+        return len(self.actions)
+
+    @property
+    def num_stages(self) -> int:
+        """The number of stage chunks, p * v."""
+        return len(self.stage_to_rank)
+
+    def stages_on(self, rank: int) -> tuple[int, ...]:
+        """The stages that ``rank`` holds, in increasing order."""
+        return tuple(s for s, r in enumerate(self.stage_to_rank) if r == rank)
+
+    def __len__(self) -> int:
+        return sum(len(row) for row in self.actions)
+
+    # ----- text forms -------------------------------------------------------------------
+
+    def to_strings(self) -> list[list[str]]:
+        """Each rank's actions in PyTorch's notation."""
+        return [[str(a) for a in row] for row in self.actions]
+
+    @classmethod
+    def from_strings(
+        cls,
+        rows: Sequence[Sequence[str | None]],
+        stage_to_rank: Sequence[int] | None = None,
+        num_microbatches: int | None = None,
+        name: str = "custom",
+    ) -> Schedule:
+        """Build a schedule from rows of action strings (``None`` or ``""`` is an idle step).
+
+        ``stage_to_rank`` and ``num_microbatches`` are inferred from the actions when not
+        given. A malformed cell is a ValueError naming its row, column and text.
+        """
+        actions: list[list[Step]] = []
+        for r, row in enumerate(rows):
+            parsed: list[Step] = []
+            for c, cell in enumerate(row):
+                if cell is None or not cell.strip():
+                    continue
+                try:
+                    parsed.append(parse_action(cell))
+                except ValueError as exc:
+                    raise ValueError(f"row {r} (rank {r}), column {c}: {exc}") from None
+            actions.append(parsed)
+        if stage_to_rank is None:
+            stage_to_rank = _infer_placement(actions)
+        if num_microbatches is None:
+            mbs = [p.microbatch for row in actions for a in row for p in a.parts]
+            num_microbatches = max(mbs) + 1 if mbs else 0
+        return cls(tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name)
+
+    def to_csv(self, path: str | Path | None = None, aligned: bool = True) -> str:
+        """PyTorch's CSV form: one row per rank, one action per cell.
+
+        With ``aligned`` (the default, as PyTorch's own schedules are written) each column is
+        one time step of a unit-cost run, so idle steps are empty cells; otherwise each row
+        lists its actions back to back. Writes to ``path`` when given; returns the text.
+        """
+        if aligned:
+            from ppbook.simulate import unit_cost_steps
+
+            rows: list[list[str]] = []
+            for rank, starts in enumerate(unit_cost_steps(self)):
+                cells = [""] * (max(starts) + 1 if starts else 0)
+                for action, step in zip(self.actions[rank], starts, strict=True):
+                    cells[step] = str(action)
+                rows.append(cells)
+        else:
+            rows = self.to_strings()
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(rows)
+        text = buffer.getvalue()
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @classmethod
+    def from_csv(cls, source: str | Path, **kwargs) -> Schedule:
+        """Read PyTorch's CSV form from a path or from CSV text (any text with a newline)."""
+        if isinstance(source, Path) or "\n" not in source:
+            source = Path(source).read_text()
+        return cls.from_strings(list(csv.reader(io.StringIO(source))), **kwargs)
+
+    def __str__(self) -> str:
+        width = max((len(str(a)) for row in self.actions for a in row), default=1)
+        lines = [f"{self.name}: {self.num_ranks} ranks, {self.num_stages} stages, "
+                 f"{self.num_microbatches} micro-batches"]
+        for rank, row in enumerate(self.actions):
+            lines.append(f"rank {rank}: " + " ".join(f"{str(a):>{width}}" for a in row))
+        return "\n".join(lines)
+
+
+def _infer_placement(actions: Iterable[Sequence[Step]]) -> tuple[int, ...]:
+    owner: dict[int, int] = {}
+    for rank, row in enumerate(actions):
+        for action in row:
+            for part in action.parts:
+                previous = owner.setdefault(part.stage, rank)
+                if previous != rank:
+                    raise ValueError(
+                        f"stage {part.stage} appears on rank {previous} and on rank {rank}: "
+                        "a stage lives on exactly one rank"
+                    )
+    if not owner:
+        raise ValueError("cannot infer stage placement from a schedule with no actions")
+    missing = sorted(set(range(max(owner) + 1)) - set(owner))
+    if missing:
+        raise ValueError(f"stages {missing} have no actions: cannot place them on a rank")
+    return tuple(owner[s] for s in range(len(owner)))

@@ -1,0 +1,77 @@
+"""Several stage chunks per rank: interleaved 1F1B and looped breadth-first.
+
+Rank r holds the v chunks r, r+p, ..., r+(v-1)p of a model cut into p*v stages.
+
+- Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021, arXiv:2104.04473, sec. 2.2.2):
+  the bubble shrinks by v, to (p-1)(F+B)/v of a full stage, while point-to-point traffic
+  grows by v. Micro-batches go through the chunks in groups of p, so Megatron-LM's order
+  needs m to be a multiple of p.
+- Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism", arXiv:2211.05953):
+  each rank runs every micro-batch through its first chunk, then its second, ...; then the
+  backwards in reverse order. Order as PyTorch's ScheduleLoopedBFS.
+"""
+
+from __future__ import annotations
+
+from ppbook.schedule import Action, Schedule
+from ppbook.schedules.rules import check_counts, check_int
+
+
+def _placement(p: int, v: int) -> tuple[int, ...]:
+    return tuple(stage % p for stage in range(p * v))
+
+
+def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2) -> Schedule:
+    """Megatron-LM's interleaved 1F1B with v = ``num_chunks`` chunks per rank.
+
+    Needs ``num_microbatches`` to be a multiple of ``num_stages`` (Megatron-LM's rule:
+    micro-batches move through the chunks in groups of p). With m a multiple of p and
+    per-chunk costs F/v and B/v, the makespan is m(F+B) + (p-1)(F+B)/v.
+    """
+    p, m = check_counts("interleaved-1f1b", num_stages, num_microbatches)
+    v = check_int("interleaved-1f1b", "num_chunks", num_chunks)
+    if m % p:
+        raise ValueError(
+            f"interleaved-1f1b needs num_microbatches to be a multiple of num_stages "
+            f"(Megatron-LM's rule), got m = {m} with p = {p}; try m = {p * -(-m // p)}"
+        )
+    group = p * v  # one group: p micro-batches through all v chunks
+    total = m * v  # forwards (and backwards) per rank
+
+    def stage_of(rank: int, k: int, forward: bool) -> tuple[int, int]:
+        chunk = (k % group) // p
+        if not forward:
+            chunk = v - 1 - chunk
+        microbatch = (k // group) * p + k % p
+        return rank + chunk * p, microbatch
+
+    actions = []
+    for rank in range(p):
+        warmup = min((p - rank - 1) * 2 + (v - 1) * p, total)
+        row = []
+        for k in range(warmup):  # warm-up
+            stage, j = stage_of(rank, k, True)
+            row.append(Action(stage, "F", j))
+        for k in range(total - warmup):  # steady state: one forward, one backward
+            stage, j = stage_of(rank, warmup + k, True)
+            row.append(Action(stage, "F", j))
+            stage, j = stage_of(rank, k, False)
+            row.append(Action(stage, "B", j))
+        for k in range(total - warmup, total):  # cool-down
+            stage, j = stage_of(rank, k, False)
+            row.append(Action(stage, "B", j))
+        actions.append(row)
+    return Schedule(actions, _placement(p, v), m, name="interleaved-1f1b")
+
+
+def looped_bfs(num_stages: int, num_microbatches: int, num_chunks: int = 2) -> Schedule:
+    """Looped breadth-first: all micro-batches per chunk, chunk by chunk (arXiv:2211.05953)."""
+    p, m = check_counts("looped-bfs", num_stages, num_microbatches)
+    v = check_int("looped-bfs", "num_chunks", num_chunks)
+    actions = []
+    for rank in range(p):
+        stages = range(rank, p * v, p)
+        row = [Action(s, "F", j) for s in stages for j in range(m)]
+        row += [Action(s, "B", j) for s in reversed(stages) for j in reversed(range(m))]
+        actions.append(row)
+    return Schedule(actions, _placement(p, v), m, name="looped-bfs")
