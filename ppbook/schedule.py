@@ -18,7 +18,8 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
@@ -105,13 +106,18 @@ class Schedule:
     stored (the simulator finds it). ``stage_to_rank[stage]`` is the rank that holds
     ``stage``. Build one with a function of :mod:`ppbook.schedules`, with
     :meth:`from_strings` or :meth:`from_csv`; check it with :func:`ppbook.validate.validate`.
+
+    ``routes[j]``, when given, is the ordered tuple of stages micro-batch ``j`` goes
+    through; by default every micro-batch goes through all stages in order. The k-th stage
+    of a route runs model part k, so two stages on different routes can hold copies of
+    the same part: DualPipe feeds half of the micro-batches from each end of the pipeline.
     """
 
     actions: tuple[tuple[Step, ...], ...]
     stage_to_rank: tuple[int, ...]
     num_microbatches: int
     name: str = "custom"
-    split_backward: bool = field(init=False)
+    routes: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", tuple(tuple(row) for row in self.actions))
@@ -126,8 +132,14 @@ class Schedule:
                     f"stage {stage} is placed on rank {rank}, but the schedule has ranks "
                     f"0..{len(self.actions) - 1}"
                 )
-        split = any(part.kind in ("I", "W") for row in self.actions for a in row for part in a.parts)
-        object.__setattr__(self, "split_backward", split)
+        if self.routes is not None:
+            object.__setattr__(self, "routes", tuple(tuple(r) for r in self.routes))
+            _check_routes(self.routes, self.num_microbatches, len(self.stage_to_rank))
+
+    @cached_property
+    def split_backward(self) -> bool:
+        """Whether any backward is split into I and W (zero-bubble schedules)."""
+        return any(a.kind in ("I", "W") for row in self.actions for s in row for a in s.parts)
 
     @property
     def num_ranks(self) -> int:
@@ -142,6 +154,32 @@ class Schedule:
     def stages_on(self, rank: int) -> tuple[int, ...]:
         """The stages that ``rank`` holds, in increasing order."""
         return tuple(s for s, r in enumerate(self.stage_to_rank) if r == rank)
+
+    def route(self, microbatch: int) -> tuple[int, ...]:
+        """The stages ``microbatch`` goes through, in order."""
+        if self.routes is None:
+            return tuple(range(self.num_stages))
+        return self.routes[microbatch]
+
+    def neighbours(self, stage: int, microbatch: int) -> tuple[int | None, int | None]:
+        """The stages before and after ``stage`` on ``microbatch``'s route (None at an end)."""
+        if self.routes is None:
+            return (
+                stage - 1 if stage > 0 else None,
+                stage + 1 if stage < self.num_stages - 1 else None,
+            )
+        route = self.routes[microbatch]
+        k = route.index(stage)
+        return (route[k - 1] if k > 0 else None, route[k + 1] if k < len(route) - 1 else None)
+
+    def model_part(self, stage: int) -> int:
+        """Which part of the model ``stage`` runs: its position on the routes through it."""
+        if self.routes is None:
+            return stage
+        for route in self.routes:
+            if stage in route:
+                return route.index(stage)
+        raise ValueError(f"stage {stage} is on no micro-batch's route")
 
     def __len__(self) -> int:
         return sum(len(row) for row in self.actions)
@@ -217,8 +255,10 @@ class Schedule:
 
     def __str__(self) -> str:
         width = max((len(str(a)) for row in self.actions for a in row), default=1)
-        lines = [f"{self.name}: {self.num_ranks} ranks, {self.num_stages} stages, "
-                 f"{self.num_microbatches} micro-batches"]
+        lines = [
+            f"{self.name}: {self.num_ranks} ranks, {self.num_stages} stages, "
+            f"{self.num_microbatches} micro-batches"
+        ]
         for rank, row in enumerate(self.actions):
             lines.append(f"rank {rank}: " + " ".join(f"{str(a):>{width}}" for a in row))
         return "\n".join(lines)
@@ -241,3 +281,24 @@ def _infer_placement(actions: Iterable[Sequence[Step]]) -> tuple[int, ...]:
     if missing:
         raise ValueError(f"stages {missing} have no actions: cannot place them on a rank")
     return tuple(owner[s] for s in range(len(owner)))
+
+
+def _check_routes(routes, num_microbatches: int, num_stages: int) -> None:
+    if len(routes) != num_microbatches:
+        raise ValueError(
+            f"routes has {len(routes)} entries, expected one per micro-batch ({num_microbatches})"
+        )
+    part_of: dict[int, int] = {}
+    for j, route in enumerate(routes):
+        if not route or len(set(route)) != len(route):
+            raise ValueError(f"route of micro-batch {j} must list distinct stages, got {route}")
+        for k, stage in enumerate(route):
+            if not 0 <= stage < num_stages:
+                raise ValueError(
+                    f"route of micro-batch {j} names stage {stage}, not in 0..{num_stages - 1}"
+                )
+            if part_of.setdefault(stage, k) != k:
+                raise ValueError(
+                    f"stage {stage} is at position {part_of[stage]} of one route "
+                    f"and {k} of another: a stage runs one model part"
+                )

@@ -10,142 +10,148 @@ stuck on and what that action waits for. No recursion, so no recursion limit.
 
 from __future__ import annotations
 
-from collections import deque
-
 from ppbook.costs import Costs
-from ppbook.schedule import Action, Schedule
-from ppbook.timeline import Interval, Timeline
-from ppbook.validate import ScheduleError, backward_kinds, dependencies, validate
+from ppbook.schedule import KINDS, Action, Schedule
+from ppbook.timeline import Timeline
+from ppbook.validate import ScheduleError, validate
 
 
-def simulate(schedule: Schedule, costs: Costs | None = None, check: bool = True) -> Timeline:
+def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
     """Simulate ``schedule`` under ``costs`` (default: F = 1, B = 2, no communication).
 
-    Returns a :class:`~ppbook.timeline.Timeline` with every rank's intervals and the
-    metrics (makespan, bubble fraction and ratio, activation memory). ``check=False`` skips
-    :func:`~ppbook.validate.validate` (for callers that validated already).
+    Validates the schedule first (:func:`~ppbook.validate.validate`). Returns a
+    :class:`~ppbook.timeline.Timeline` with every rank's intervals and the metrics
+    (makespan, bubble fraction and ratio, activation memory).
     """
     costs = costs if costs is not None else Costs()
-    if check:
-        validate(schedule)
-    num_stages = schedule.num_stages
-    per_stage = costs.per_stage(num_stages)
+    index = validate(schedule)
+    per_stage = costs.per_stage(schedule.num_stages)
     fb = per_stage["FB"]
     transfer = costs.transfer
-    last_stage = num_stages - 1
-    bkind = backward_kinds(schedule)
+    steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
+    n = len(steps)
+    m, last = schedule.num_microbatches, schedule.num_stages - 1
+    row_stride = 4 * m  # key distance between (s, j) and (s + 1, j)
+    plain = schedule.routes is None
+    costs_of = [per_stage[kind] for kind in KINDS]
+    forward_cost = per_stage["F"]
 
-    # Flatten every rank's steps into ids; map each compute part to the step that runs it.
-    step_rank: list[int] = []
-    step_list = []
-    part_step: dict[Action, int] = {}
-    first_id: list[int] = []
-    for rank, row in enumerate(schedule.actions):
-        first_id.append(len(step_list))
-        for step in row:
-            sid = len(step_list)
-            step_list.append(step)
-            step_rank.append(rank)
-            for part in step.parts:
-                part_step[part] = sid
-    n = len(step_list)
-
-    duration = [0.0] * n
-    remaining = [0] * n
-    waiters: list[list[int]] = [[] for _ in range(n)]
-    step_deps: list[list[int]] = [[] for _ in range(n)]
-    for sid, step in enumerate(step_list):
+    def general_deps(sid: int) -> tuple[float, list[int]]:
+        """Duration and dependency steps of any step (overlapped pairs, routes)."""
+        step = steps[sid]
         parts = step.parts
         if len(parts) == 1:
-            stage, kind, _ = parts[0]
-            duration[sid] = per_stage[kind][stage]
-        else:
-            fwd, bwd = parts  # an overlapped pair: its own time FB, else F + B
-            if fb is not None:
-                duration[sid] = fb[fwd.stage]
-            else:
-                duration[sid] = per_stage["F"][fwd.stage] + per_stage[bwd.kind][bwd.stage]
-        deps = step_deps[sid]
+            duration = per_stage[step.kind][step.stage]
+        else:  # an overlapped pair: its own time FB, else F + B
+            fwd, bwd = parts
+            duration = (
+                fb[fwd.stage]
+                if fb is not None
+                else (forward_cost[fwd.stage] + per_stage[bwd.kind][bwd.stage])
+            )
+        deps = []
         for part in parts:
-            for dep in dependencies(part, bkind, last_stage):
-                did = part_step[dep]
+            for key in index.dependencies(*part):
+                did = where[key]
                 if did != sid and did not in deps:
                     deps.append(did)
-                    waiters[did].append(sid)
-        remaining[sid] = len(deps)
+        return duration, deps
 
+    # Each rank runs as far as it can; a rank blocked on a step sleeps until that step ends.
+    end = [-1.0] * n  # -1: not run yet
     start = [0.0] * n
-    end = [0.0] * n
-    done = [False] * n
     num_ranks = schedule.num_ranks
     lengths = [len(row) for row in schedule.actions]
     position = [0] * num_ranks
     free_at = [0.0] * num_ranks
-    ready = deque(r for r in range(num_ranks) if lengths[r] and remaining[first_id[r]] == 0)
+    sleepers: dict[int, list[int]] = {}
+    blocked_on = [-1] * num_ranks
+    ready = list(range(num_ranks))
     finished = 0
     while ready:
-        rank = ready.popleft()
-        sid = first_id[rank] + position[rank]
-        t = free_at[rank]
-        for did in step_deps[sid]:
-            arrive = end[did] + (transfer if step_rank[did] != rank else 0.0)
-            if arrive > t:
-                t = arrive
-        start[sid] = t
-        end[sid] = free_at[rank] = t + duration[sid]
-        done[sid] = True
-        finished += 1
-        position[rank] += 1
-        for wid in waiters[sid]:
-            remaining[wid] -= 1
-            wrank = step_rank[wid]
-            # A rank is queued once: by the finish of its head's last dependency on another
-            # rank, or (below) by its own previous step.
-            if remaining[wid] == 0 and wrank != rank and wid == first_id[wrank] + position[wrank]:
-                ready.append(wrank)
-        if position[rank] < lengths[rank] and remaining[sid + 1] == 0:
-            ready.append(rank)
+        rank = ready.pop()
+        pos, stop, offset, t_free = position[rank], lengths[rank], first[rank], free_at[rank]
+        while pos < stop:
+            sid = offset + pos
+            step = steps[sid]
+            if plain and type(step) is Action:  # fast path: one part, stages in order
+                stage, kind, mb = step
+                base = (stage * m + mb) * 4
+                if kind == "F":
+                    duration = forward_cost[stage]
+                    deps = (where[base - row_stride],) if stage > 0 else ()
+                elif kind == "W":
+                    duration = costs_of[3][stage]
+                    deps = (where[base + 2],)
+                else:
+                    duration = costs_of[1 if kind == "B" else 2][stage]
+                    if stage < last:
+                        after = base + row_stride
+                        deps = (
+                            where[base],
+                            where[after + 1] if where[after + 1] >= 0 else where[after + 2],
+                        )
+                    else:
+                        deps = (where[base],)
+            else:
+                duration, deps = general_deps(sid)
+            t = t_free
+            blocked = -1
+            for did in deps:
+                e = end[did]
+                if e < 0:
+                    blocked = did
+                    break
+                if step_rank[did] != rank:
+                    e += transfer
+                if e > t:
+                    t = e
+            if blocked >= 0:
+                sleepers.setdefault(blocked, []).append(rank)
+                blocked_on[rank] = blocked
+                break
+            start[sid] = t
+            end[sid] = t_free = t + duration
+            pos += 1
+            if sid in sleepers:
+                ready.extend(sleepers.pop(sid))
+        finished += pos - position[rank]
+        position[rank], free_at[rank] = pos, t_free
 
     if finished < n:
-        raise ScheduleError(_stuck_report(schedule, step_list, step_rank, step_deps, done,
-                                          first_id, position))
-    intervals = []
-    for rank in range(num_ranks):
-        lo = first_id[rank]
-        intervals.append(tuple(
-            Interval(step_list[s], start[s], end[s]) for s in range(lo, lo + lengths[rank])
-        ))
-    return Timeline(
-        schedule=schedule,
-        intervals=tuple(intervals),
-        activation_bytes=costs.activation_bytes_per_stage(num_stages),
+        raise ScheduleError(_stuck_report(schedule, index, position, general_deps))
+    return Timeline.from_arrays(
+        schedule,
+        [start[first[r] : first[r] + lengths[r]] for r in range(num_ranks)],
+        [end[first[r] : first[r] + lengths[r]] for r in range(num_ranks)],
+        activation_bytes=costs.activation_bytes_per_stage(schedule.num_stages),
         source="simulated",
     )
 
 
-def _stuck_report(schedule, step_list, step_rank, step_deps, done, first_id, position) -> str:
+def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:
+    steps, step_rank, first = index.steps, index.step_rank, index.first
     lines = [f"schedule {schedule.name!r} cannot finish (deadlock):"]
     for rank, row in enumerate(schedule.actions):
         if position[rank] >= len(row):
             continue
-        sid = first_id[rank] + position[rank]
+        sid = first[rank] + position[rank]
         waits = []
-        for did in step_deps[sid]:
-            if done[did]:
-                continue
+        for did in general_deps(sid)[1]:
             drank = step_rank[did]
-            dpos = did - first_id[drank]
+            dpos = did - first[drank]
+            if dpos < position[drank]:
+                continue  # done
             if drank == rank:
-                waits.append(f"{step_list[did]} later on its own rank (position {dpos})")
+                waits.append(f"{steps[did]} later on its own rank (position {dpos})")
             else:
-                blocker = first_id[drank] + position[drank]
                 waits.append(
-                    f"{step_list[did]} on rank {drank} (position {dpos}; rank {drank} is "
-                    f"stuck at position {position[drank]} on {step_list[blocker]})"
+                    f"{steps[did]} on rank {drank} (position {dpos}; rank {drank} is stuck "
+                    f"at position {position[drank]} on {steps[first[drank] + position[drank]]})"
                 )
         lines.append(
-            f"  rank {rank} is stuck at position {position[rank]} on {step_list[sid]}, "
-            f"which waits for " + "; ".join(waits)
+            f"  rank {rank} is stuck at position {position[rank]} on {steps[sid]}, "
+            "which waits for " + "; ".join(waits)
         )
     return "\n".join(lines)
 

@@ -40,31 +40,54 @@ class Interval:
 
 @dataclass(frozen=True)
 class Timeline:
-    """Every rank's computed intervals, in execution order, plus the schedule they ran."""
+    """Every rank's computed actions, in execution order, plus the schedule they ran.
+
+    ``starts[rank][k]`` and ``ends[rank][k]`` time the k-th action of
+    ``schedule.actions[rank]``; :attr:`intervals` gives them as :class:`Interval` records.
+    ``source`` is ``"simulated"`` or ``"measured"``.
+    """
 
     schedule: Schedule
-    intervals: tuple[tuple[Interval, ...], ...]
+    starts: tuple[tuple[float, ...], ...]
+    ends: tuple[tuple[float, ...], ...]
     activation_bytes: list[float] | None = None
     source: str = "simulated"
 
+    def __post_init__(self) -> None:
+        lengths = [len(row) for row in self.schedule.actions]
+        if [len(r) for r in self.starts] != lengths or [len(r) for r in self.ends] != lengths:
+            raise ValueError("a timeline needs one start and one end per action of each rank")
+
+    @classmethod
+    def from_arrays(cls, schedule: Schedule, starts, ends, **kwargs) -> Timeline:
+        """Build from per-rank lists of start and end times."""
+        return cls(schedule, tuple(map(tuple, starts)), tuple(map(tuple, ends)), **kwargs)
+
+    @cached_property
+    def intervals(self) -> tuple[tuple[Interval, ...], ...]:
+        """Per rank, an :class:`Interval` for each action, in execution order."""
+        return tuple(
+            tuple(map(Interval, row, s, e))
+            for row, s, e in zip(self.schedule.actions, self.starts, self.ends, strict=True)
+        )
+
     @property
     def num_ranks(self) -> int:
-        return len(self.intervals)
+        return len(self.starts)
 
     @cached_property
     def origin(self) -> float:
         """Time at which the first action starts (0 for a simulation)."""
-        return min((row[0].start for row in self.intervals if row), default=0.0)
+        return min((row[0] for row in self.starts if row), default=0.0)
 
     @cached_property
     def makespan(self) -> float:
         """Time from the first start to the last end, over all ranks."""
-        end = max((row[-1].end for row in self.intervals if row), default=self.origin)
-        return end - self.origin
+        return max((max(row) for row in self.ends if row), default=self.origin) - self.origin
 
     def busy(self, rank: int) -> float:
         """Time ``rank`` spent computing."""
-        return sum(iv.end - iv.start for iv in self.intervals[rank])
+        return sum(self.ends[rank]) - sum(self.starts[rank])
 
     def idle(self, rank: int) -> float:
         """Time ``rank`` spent idle within the makespan."""

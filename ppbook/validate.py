@@ -1,99 +1,156 @@
 """Static checks of a schedule and the dependency rules that every consumer shares.
 
-Dependencies (the same for the simulator and the torch runtime):
+Dependencies (the same for the simulator and the torch runtime), with "before" and
+"after" the neighbouring stages on the micro-batch's route (``s-1`` and ``s+1`` unless the
+schedule gives routes):
 
-- ``F(s, j)`` after ``F(s-1, j)``;
-- the backward of ``(s, j)`` (``B`` or ``I``) after ``F(s, j)`` and the backward of ``(s+1, j)``;
+- ``F(s, j)`` after the forward of the stage before;
+- the backward of ``(s, j)`` (``B`` or ``I``) after ``F(s, j)`` and the backward of the
+  stage after;
 - ``W(s, j)`` after ``I(s, j)``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 from ppbook.schedule import KINDS, Action, Schedule
 
 MAX_LISTED = 12
+_KIND_INDEX = {kind: i for i, kind in enumerate(KINDS)}
 
 
 class ScheduleError(ValueError):
     """A schedule that is malformed or cannot finish; the message says why."""
 
 
-def dependencies(action: Action, backward_kind: dict[tuple[int, int], str], last_stage: int):
-    """The actions that ``action`` waits for (a list of ``Action``).
+class ScheduleIndex:
+    """Every compute part of a schedule indexed by integers, built in one pass.
 
-    ``backward_kind[(stage, microbatch)]`` says whether that pair's backward is ``B`` or
-    ``I`` (a split backward).
+    ``steps`` lists every rank's steps back to back (``first[rank]`` is where a rank
+    starts); ``where[key]`` is the step that runs part ``key = (stage * m + microbatch) * 4 +
+    kind`` (-1 if none). :meth:`problems` lists what :func:`validate` reports.
     """
-    stage, kind, microbatch = action
-    if kind == "F":
-        return [Action(stage - 1, "F", microbatch)] if stage > 0 else []
-    if kind == "W":
-        return [Action(stage, "I", microbatch)]
-    deps = [Action(stage, "F", microbatch)]
-    if stage < last_stage:
-        deps.append(Action(stage + 1, backward_kind[(stage + 1, microbatch)], microbatch))
-    return deps
+
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
+        num_stages, m = schedule.num_stages, schedule.num_microbatches
+        self.num_microbatches = m
+        self.steps: list = []
+        self.step_rank: list[int] = []
+        self.first: list[int] = []
+        self.where = where = [-1] * (num_stages * max(m, 0) * 4)
+        self.errors: list[str] = []
+        kind_index = _KIND_INDEX
+        stage_to_rank = schedule.stage_to_rank
+        steps, step_rank, first = self.steps, self.step_rank, self.first
+        for rank, row in enumerate(schedule.actions):
+            offset = len(steps)
+            first.append(offset)
+            steps.extend(row)
+            step_rank.extend([rank] * len(row))
+            for sid, step in enumerate(row, offset):
+                for stage, kind, mb in (step,) if type(step) is Action else step.parts:
+                    k = kind_index.get(kind)
+                    if k is None or not (0 <= stage < num_stages and 0 <= mb < m):
+                        self.errors.append(self._misplaced(rank, sid, stage, kind, mb))
+                        continue
+                    if stage_to_rank[stage] != rank:
+                        self.errors.append(
+                            f"rank {rank}, position {sid - offset} ({step}): "
+                            f"stage {stage} lives on rank {stage_to_rank[stage]}"
+                        )
+                    key = (stage * m + mb) * 4 + k
+                    if where[key] >= 0:
+                        self.errors.append(
+                            f"rank {rank}, position {sid - offset}: "
+                            f"{stage}{kind}{mb} appears more than once"
+                        )
+                    where[key] = sid
+
+    def _misplaced(self, rank, sid, stage, kind, mb) -> str:
+        schedule = self.schedule
+        where = f"rank {rank}, position {sid - self.first[rank]} ({self.steps[sid]})"
+        if kind not in _KIND_INDEX:
+            return f"{where}: unknown kind {kind!r}"
+        if not 0 <= stage < schedule.num_stages:
+            return f"{where}: stage {stage} is not in 0..{schedule.num_stages - 1}"
+        return f"{where}: micro-batch {mb} is not in 0..{schedule.num_microbatches - 1}"
+
+    def key(self, stage: int, kind: str, microbatch: int) -> int:
+        return (stage * self.num_microbatches + microbatch) * 4 + _KIND_INDEX[kind]
+
+    def backward_key(self, stage: int, microbatch: int) -> int:
+        """Key of the backward (B, or I when split) of (stage, microbatch)."""
+        base = (stage * self.num_microbatches + microbatch) * 4
+        return base + 1 if self.where[base + 1] >= 0 else base + 2
+
+    def problems(self) -> list[str]:
+        """Everything :func:`validate` would report, as sentences."""
+        schedule, where, m = self.schedule, self.where, self.num_microbatches
+        problems = list(self.errors)
+        if m < 1:
+            problems.append(f"num_microbatches must be >= 1, got {m}")
+        all_stages = schedule.routes is None
+        for mb in range(max(m, 0)):
+            on_route = None if all_stages else set(schedule.route(mb))
+            for stage in range(schedule.num_stages):
+                base = (stage * m + mb) * 4
+                f, b, i, w = (
+                    where[base] >= 0,
+                    where[base + 1] >= 0,
+                    where[base + 2] >= 0,
+                    where[base + 3] >= 0,
+                )
+                if f and not i and not w and b:
+                    continue  # the common case: one F, one B
+                if on_route is not None and stage not in on_route:
+                    if f or b or i or w:
+                        problems.append(
+                            f"stage {stage}, micro-batch {mb}: the stage is not "
+                            "on this micro-batch's route, yet has actions"
+                        )
+                    continue
+                if not f:
+                    problems.append(f"stage {stage}, micro-batch {mb}: no forward F")
+                if not ((b and not i and not w) or (i and w and not b)):
+                    problems.append(
+                        f"stage {stage}, micro-batch {mb}: has B={b:d}, I={i:d}, "
+                        f"W={w:d}; expected one B, or one I and one W"
+                    )
+        return problems
+
+    def dependencies(self, stage: int, kind: str, microbatch: int) -> list[int]:
+        """Keys of the parts that part (stage, kind, microbatch) waits for."""
+        m = self.num_microbatches
+        if kind == "W":
+            return [(stage * m + microbatch) * 4 + 2]
+        before, after = self.schedule.neighbours(stage, microbatch)
+        if kind == "F":
+            return [(before * m + microbatch) * 4] if before is not None else []
+        deps = [(stage * m + microbatch) * 4]
+        if after is not None:
+            deps.append(self.backward_key(after, microbatch))
+        return deps
+
+    def part(self, key: int) -> Action:
+        """The part with integer ``key``."""
+        pair, k = divmod(key, 4)
+        stage, mb = divmod(pair, self.num_microbatches)
+        return Action(stage, KINDS[k], mb)
 
 
-def backward_kinds(schedule: Schedule) -> dict[tuple[int, int], str]:
-    """Map each (stage, microbatch) to the kind of its backward: ``B`` or ``I``."""
-    return {
-        (part.stage, part.microbatch): part.kind
-        for row in schedule.actions
-        for step in row
-        for part in step.parts
-        if part.kind in ("B", "I")
-    }
-
-
-def validate(schedule: Schedule) -> None:
+def validate(schedule: Schedule) -> ScheduleIndex:
     """Raise :class:`ScheduleError` listing what is wrong with ``schedule``, if anything.
 
-    Checks: kinds and ranges; every (stage, micro-batch) has one ``F`` and either one ``B``
-    or one ``I`` and one ``W``; every action runs on the rank that holds its stage.
-    Whether the schedule can finish is found by the simulator (it names stuck ranks).
+    Checks: kinds and ranges; every (stage, micro-batch) on its route has one ``F`` and
+    either one ``B`` or one ``I`` and one ``W``; every action runs on the rank that holds
+    its stage. Whether the schedule can finish is found by the simulator, which names the
+    stuck ranks. Returns the schedule's :class:`ScheduleIndex`.
     """
-    problems: list[str] = []
-    num_stages, num_mb = schedule.num_stages, schedule.num_microbatches
-    if num_mb < 1:
-        problems.append(f"num_microbatches must be >= 1, got {num_mb}")
-    counts: Counter[Action] = Counter()
-    for rank, row in enumerate(schedule.actions):
-        for index, step in enumerate(row):
-            for part in step.parts:
-                where = f"rank {rank}, position {index} ({step})"
-                if part.kind not in KINDS:
-                    problems.append(f"{where}: unknown kind {part.kind!r}")
-                    continue
-                if not 0 <= part.stage < num_stages:
-                    problems.append(f"{where}: stage {part.stage} is not in 0..{num_stages - 1}")
-                    continue
-                if not 0 <= part.microbatch < num_mb:
-                    problems.append(
-                        f"{where}: micro-batch {part.microbatch} is not in 0..{num_mb - 1}"
-                    )
-                    continue
-                owner = schedule.stage_to_rank[part.stage]
-                if owner != rank:
-                    problems.append(f"{where}: stage {part.stage} lives on rank {owner}")
-                counts[part] += 1
-    for stage in range(num_stages):
-        for mb in range(num_mb):
-            n = {k: counts[Action(stage, k, mb)] for k in KINDS}
-            if n["F"] != 1:
-                problems.append(f"stage {stage}, micro-batch {mb}: {n['F']} forwards, expected 1")
-            full, split = n["B"], (n["I"], n["W"])
-            if not ((full, split) == (1, (0, 0)) or (full, split) == (0, (1, 1))):
-                problems.append(
-                    f"stage {stage}, micro-batch {mb}: {full} B, {split[0]} I and {split[1]} W; "
-                    "expected one B, or one I and one W"
-                )
+    index = ScheduleIndex(schedule)
+    problems = index.problems()
     if problems:
         listed = problems[:MAX_LISTED]
         more = len(problems) - len(listed)
         tail = f"\n  ... and {more} more" if more else ""
-        raise ScheduleError(
-            f"invalid schedule {schedule.name!r}:\n  " + "\n  ".join(listed) + tail
-        )
+        raise ScheduleError(f"invalid schedule {schedule.name!r}:\n  " + "\n  ".join(listed) + tail)
+    return index

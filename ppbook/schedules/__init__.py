@@ -32,30 +32,70 @@ SCHEDULES: dict[str, ScheduleSpec] = {
     spec.name: spec
     for spec in (
         ScheduleSpec("gpipe", gpipe, "none", "any m >= 1", "GPipe, arXiv:1811.06965"),
-        ScheduleSpec("1f1b", one_f_one_b, "none", "any m >= 1 (also m < p)",
-                     "PipeDream-Flush, arXiv:2006.09503"),
-        ScheduleSpec("interleaved-1f1b", interleaved_1f1b, "any",
-                     "m a multiple of p; v chunks per rank (--chunks, default 2)",
-                     "Megatron-LM, arXiv:2104.04473"),
-        ScheduleSpec("looped-bfs", looped_bfs, "any", "any m >= 1; v chunks per rank "
-                     "(--chunks, default 2)", "Breadth-First PP, arXiv:2211.05953"),
-        ScheduleSpec("zb-h1", zb_h1, "none", "any m >= 1; splits the backward into I and W",
-                     "Zero Bubble PP, arXiv:2401.10241"),
-        ScheduleSpec("zb-h2", zb_h2, "none", "m >= 2p-1; splits the backward into I and W",
-                     "Zero Bubble PP, arXiv:2401.10241"),
-        ScheduleSpec("zb-v", zb_v, "two", "exactly 2 chunks per rank (V shape); m >= 1",
-                     "Zero Bubble PP sec. 6, arXiv:2401.10241"),
-        ScheduleSpec("dualpipe", dualpipe, "two", "p even; m even and m >= 2p; "
-                     "2 chunks per rank (each rank holds stages r and 2p-1-r... see docs)",
-                     "DeepSeek-V3, arXiv:2412.19437"),
-        ScheduleSpec("dualpipev", dualpipev, "two", "m >= 2p; exactly 2 chunks per rank "
-                     "(V shape)", "DeepSeek-V3 / DualPipeV, arXiv:2412.19437"),
+        ScheduleSpec(
+            "1f1b",
+            one_f_one_b,
+            "none",
+            "any m >= 1 (also m < p)",
+            "PipeDream-Flush, arXiv:2006.09503",
+        ),
+        ScheduleSpec(
+            "interleaved-1f1b",
+            interleaved_1f1b,
+            "any",
+            "m a multiple of p; v chunks per rank (--chunks, default 2)",
+            "Megatron-LM, arXiv:2104.04473",
+        ),
+        ScheduleSpec(
+            "looped-bfs",
+            looped_bfs,
+            "any",
+            "any m >= 1; v chunks per rank (--chunks, default 2)",
+            "Breadth-First PP, arXiv:2211.05953",
+        ),
+        ScheduleSpec(
+            "zb-h1",
+            zb_h1,
+            "none",
+            "any m >= 1; splits the backward into I and W",
+            "Zero Bubble PP, arXiv:2401.10241",
+        ),
+        ScheduleSpec(
+            "zb-h2",
+            zb_h2,
+            "none",
+            "m >= 2p-1; splits the backward into I and W",
+            "Zero Bubble PP, arXiv:2401.10241",
+        ),
+        ScheduleSpec(
+            "zb-v",
+            zb_v,
+            "two",
+            "exactly 2 chunks per rank (V shape); m >= 1",
+            "Zero Bubble PP sec. 6, arXiv:2401.10241",
+        ),
+        ScheduleSpec(
+            "dualpipe",
+            dualpipe,
+            "two",
+            "p even; m even and m >= 2p; "
+            "2 chunks per rank (each rank holds stages r and 2p-1-r... see docs)",
+            "DeepSeek-V3, arXiv:2412.19437",
+        ),
+        ScheduleSpec(
+            "dualpipev",
+            dualpipev,
+            "two",
+            "m >= 2p; exactly 2 chunks per rank (V shape)",
+            "DeepSeek-V3 / DualPipeV, arXiv:2412.19437",
+        ),
     )
 }
 
 
-def build(name: str, num_stages: int, num_microbatches: int, num_chunks: int | None = None
-          ) -> Schedule:
+def build(
+    name: str, num_stages: int, num_microbatches: int, num_chunks: int | None = None
+) -> Schedule:
     """Build the schedule called ``name`` (see :data:`SCHEDULES`) for p, m and v.
 
     ``num_stages`` is p, the number of pipeline ranks; ``num_chunks`` is v, stage chunks per
@@ -70,10 +110,23 @@ def build(name: str, num_stages: int, num_microbatches: int, num_chunks: int | N
         return spec.build(num_stages, num_microbatches, v)
     allowed = 1 if spec.chunks == "none" else 2
     if num_chunks is not None and num_chunks != allowed:
-        raise ValueError(f"{name} runs exactly {allowed} chunk(s) per rank, got num_chunks = "
-                         f"{num_chunks}")
+        raise ValueError(
+            f"{name} runs exactly {allowed} chunk(s) per rank, got num_chunks = {num_chunks}"
+        )
     return spec.build(num_stages, num_microbatches)
 
 
-__all__ = ["SCHEDULES", "ScheduleSpec", "build", "gpipe", "one_f_one_b", "interleaved_1f1b",
-           "looped_bfs", "zb_h1", "zb_h2", "zb_v", "dualpipe", "dualpipev"]
+__all__ = [
+    "SCHEDULES",
+    "ScheduleSpec",
+    "build",
+    "gpipe",
+    "one_f_one_b",
+    "interleaved_1f1b",
+    "looped_bfs",
+    "zb_h1",
+    "zb_h2",
+    "zb_v",
+    "dualpipe",
+    "dualpipev",
+]

@@ -37,29 +37,22 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
         )
     group = p * v  # one group: p micro-batches through all v chunks
     total = m * v  # forwards (and backwards) per rank
-
-    def stage_of(rank: int, k: int, forward: bool) -> tuple[int, int]:
-        chunk = (k % group) // p
-        if not forward:
-            chunk = v - 1 - chunk
-        microbatch = (k // group) * p + k % p
-        return rank + chunk * p, microbatch
-
+    # The k-th forward of a rank runs chunk (k % group) // p on micro-batch
+    # (k // group) * p + k % p; backwards visit the chunks in reverse.
+    microbatch = [k // group * p + k % p for k in range(total)]
+    chunk = [(k % group) // p for k in range(total)]
     actions = []
     for rank in range(p):
+        forwards = [Action(rank + c * p, "F", j) for c, j in zip(chunk, microbatch)]
+        backwards = [Action(rank + (v - 1 - c) * p, "B", j) for c, j in zip(chunk, microbatch)]
         warmup = min((p - rank - 1) * 2 + (v - 1) * p, total)
-        row = []
-        for k in range(warmup):  # warm-up
-            stage, j = stage_of(rank, k, True)
-            row.append(Action(stage, "F", j))
-        for k in range(total - warmup):  # steady state: one forward, one backward
-            stage, j = stage_of(rank, warmup + k, True)
-            row.append(Action(stage, "F", j))
-            stage, j = stage_of(rank, k, False)
-            row.append(Action(stage, "B", j))
-        for k in range(total - warmup, total):  # cool-down
-            stage, j = stage_of(rank, k, False)
-            row.append(Action(stage, "B", j))
+        steady = total - warmup
+        row = forwards[:warmup]  # warm-up
+        pairs: list[Action] = [None] * (2 * steady)  # steady state: one forward, one backward
+        pairs[0::2] = forwards[warmup:]
+        pairs[1::2] = backwards[:steady]
+        row += pairs
+        row += backwards[steady:]  # cool-down
         actions.append(row)
     return Schedule(actions, _placement(p, v), m, name="interleaved-1f1b")
 
