@@ -82,7 +82,7 @@ Step = Action | OverlapFB
 
 
 def parse_action(text: str) -> Step:
-    """Parse PyTorch's notation: ``"0F3"``, ``"1B2"``, ``"2I0"``, ``"2W0"``, ``"(0F4;7B1)OVERLAP_F_B"``."""
+    """Parse PyTorch's notation: ``0F3``, ``1B2``, ``2I0``, ``2W0``, ``(0F4;7B1)OVERLAP_F_B``."""
     text = text.strip()
     if match := _ACTION_RE.match(text):
         stage, kind, microbatch = match.groups()

@@ -43,8 +43,10 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
     chunk = [(k % group) // p for k in range(total)]
     actions = []
     for rank in range(p):
-        forwards = [Action(rank + c * p, "F", j) for c, j in zip(chunk, microbatch)]
-        backwards = [Action(rank + (v - 1 - c) * p, "B", j) for c, j in zip(chunk, microbatch)]
+        forwards = [Action(rank + c * p, "F", j) for c, j in zip(chunk, microbatch, strict=True)]
+        backwards = [
+            Action(rank + (v - 1 - c) * p, "B", j) for c, j in zip(chunk, microbatch, strict=True)
+        ]
         warmup = min((p - rank - 1) * 2 + (v - 1) * p, total)
         steady = total - warmup
         row = forwards[:warmup]  # warm-up
