@@ -1,0 +1,1 @@
+"""The minimal torch.distributed pipeline runtime (the only layer that imports torch)."""
