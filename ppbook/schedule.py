@@ -197,11 +197,13 @@ class Schedule:
         stage_to_rank: Sequence[int] | None = None,
         num_microbatches: int | None = None,
         name: str = "custom",
+        routes: Sequence[Sequence[int]] | None = None,
     ) -> Schedule:
         """Build a schedule from rows of action strings (``None`` or ``""`` is an idle step).
 
         ``stage_to_rank`` and ``num_microbatches`` are inferred from the actions when not
-        given. A malformed cell is a ValueError naming its row, column and text.
+        given (CSV cannot carry ``routes``: pass them for DualPipe). A malformed cell is a
+        ValueError naming its row, column and text.
         """
         actions: list[list[Step]] = []
         for r, row in enumerate(rows):
@@ -219,7 +221,9 @@ class Schedule:
         if num_microbatches is None:
             mbs = [p.microbatch for row in actions for a in row for p in a.parts]
             num_microbatches = max(mbs) + 1 if mbs else 0
-        return cls(tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name)
+        return cls(
+            tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name, routes
+        )
 
     def to_csv(self, path: str | Path | None = None, aligned: bool = True) -> str:
         """PyTorch's CSV form: one row per rank, one action per cell.

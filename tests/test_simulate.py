@@ -1,0 +1,240 @@
+"""The simulator against closed forms and against an independent brute-force simulator."""
+
+import random
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ppbook.costs import Costs
+from ppbook.schedule import Action, Schedule
+from ppbook.schedules import build, gpipe, interleaved_1f1b, looped_bfs, one_f_one_b
+from ppbook.simulate import simulate
+from ppbook.validate import ScheduleError
+
+small = st.integers(min_value=1, max_value=7)
+cost = st.integers(min_value=1, max_value=5)
+
+
+def brute_force(schedule: Schedule, f: int, b: int, comm: int):
+    """Tick-by-tick reference: at each integer time, every idle rank starts its next action
+    if everything it needs has arrived. Written without ppbook.validate or ppbook.simulate.
+    Returns {action: (start, end)}, or None if no rank can move and some are unfinished."""
+    done: dict[Action, int] = {}
+    timing = {}
+    position = [0] * schedule.num_ranks
+    busy_until = [0] * schedule.num_ranks
+    last = schedule.num_stages - 1
+    t = 0
+    while any(position[r] < len(row) for r, row in enumerate(schedule.actions)):
+        for rank, row in enumerate(schedule.actions):
+            if position[rank] == len(row) or busy_until[rank] > t:
+                continue
+            stage, kind, mb = action = row[position[rank]]
+            needs = []
+            if kind == "F" and stage > 0:
+                needs = [Action(stage - 1, "F", mb)]
+            elif kind == "B":
+                needs = [Action(stage, "F", mb)] + (
+                    [Action(stage + 1, "B", mb)] if stage < last else []
+                )
+            ready = True
+            for need in needs:
+                hop = comm if schedule.stage_to_rank[need.stage] != rank else 0
+                if need not in done or done[need] + hop > t:
+                    ready = False
+            if ready:
+                end = t + (f if kind == "F" else b)
+                timing[action] = (t, end)
+                done[action] = end
+                busy_until[rank] = end
+                position[rank] += 1
+        t += 1
+        if t > 10_000:
+            return None
+    return timing
+
+
+def random_schedule(rng: random.Random, p: int, m: int) -> Schedule:
+    """A random per-rank interleaving of each stage's forwards and backwards (may deadlock)."""
+    rows = []
+    for stage in range(p):
+        forwards = [Action(stage, "F", j) for j in range(m)]
+        backwards = [Action(stage, "B", j) for j in range(m)]
+        rng.shuffle(forwards)
+        rng.shuffle(backwards)
+        row = []
+        while forwards or backwards:
+            source = forwards if forwards and (not backwards or rng.random() < 0.5) else backwards
+            row.append(source.pop())
+        rows.append(row)
+    return Schedule(rows, tuple(range(p)), m)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    p=st.integers(1, 4),
+    m=st.integers(1, 4),
+    f=cost,
+    b=cost,
+    comm=st.integers(0, 3),
+)
+def test_simulator_equals_brute_force_on_random_schedules(seed, p, m, f, b, comm):
+    schedule = random_schedule(random.Random(seed), p, m)
+    reference = brute_force(schedule, f, b, comm)
+    if reference is None:
+        with pytest.raises(ScheduleError, match="cannot finish"):
+            simulate(schedule, Costs(F=f, B=b, comm=comm))
+        return
+    timeline = simulate(schedule, Costs(F=f, B=b, comm=comm))
+    for row in timeline.intervals:
+        for iv in row:
+            assert (iv.start, iv.end) == reference[iv.action]
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=small, m=st.integers(1, 20), f=cost, b=cost, comm=st.integers(0, 3))
+def test_gpipe_and_1f1b_makespan_closed_form(p, m, f, b, comm):
+    for schedule in (gpipe(p, m), one_f_one_b(p, m)):
+        timeline = simulate(schedule, Costs(F=f, B=b))
+        assert timeline.makespan == (m + p - 1) * (f + b)
+        assert timeline.bubble_fraction == pytest.approx((p - 1) / (m + p - 1))
+        assert timeline.bubble_ratio == pytest.approx((p - 1) / m)
+    # With a transfer cost c on every hop, GPipe's makespan grows by exactly 2(p-1)c.
+    timeline = simulate(gpipe(p, m), Costs(F=f, B=b, comm=comm))
+    assert timeline.makespan == (m + p - 1) * (f + b) + 2 * (p - 1) * comm
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=small, m=st.integers(1, 20))
+def test_peak_activations_gpipe_m_and_1f1b_min_p_m(p, m):
+    assert simulate(gpipe(p, m)).peak_activations(0) == m
+    timeline = simulate(one_f_one_b(p, m))
+    assert timeline.peak_activations(0) == min(p, m)
+    assert [timeline.peak_activations(r) for r in range(p)] == [min(p - r, m) for r in range(p)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(1, 6), groups=st.integers(1, 4), v=st.integers(1, 4), f=cost, b=cost)
+def test_interleaved_makespan_closed_form(p, groups, v, f, b):
+    m = groups * p
+    # Per-chunk costs are a full stage's F/v and B/v: makespan m(F+B) + (p-1)(F+B)/v.
+    timeline = simulate(interleaved_1f1b(p, m, v), Costs(F=f / v, B=b / v))
+    assert timeline.makespan == pytest.approx(m * (f + b) + (p - 1) * (f + b) / v)
+    assert timeline.bubble_ratio == pytest.approx((p - 1) / (v * m))
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"])
+@pytest.mark.parametrize("p, m", [(1, 1), (2, 2), (3, 6), (4, 8), (4, 12)])
+def test_generic_lower_bounds(name, p, m):
+    schedule = build(name, p, m)
+    costs = Costs(F=[1 + s % 3 for s in range(schedule.num_stages)], B=2.5, comm=0.3)
+    timeline = simulate(schedule, costs)
+    busiest = max(timeline.busy(r) for r in range(p))
+    assert timeline.makespan >= busiest - 1e-9
+    per_stage = costs.per_stage(schedule.num_stages)
+    hops = sum(
+        schedule.stage_to_rank[s] != schedule.stage_to_rank[s + 1]
+        for s in range(schedule.num_stages - 1)
+    )
+    one_microbatch = sum(per_stage["F"]) + sum(per_stage["B"]) + 2 * hops * costs.transfer
+    assert timeline.makespan >= one_microbatch - 1e-9
+
+
+@settings(max_examples=30, deadline=None)
+@given(p=small, m=st.integers(1, 12), v=st.integers(1, 3))
+def test_conventions_are_one_bubble(p, m, v):
+    timeline = simulate(looped_bfs(p, m, v), Costs(F=1, B=3, comm=0.5))
+    f, r = timeline.bubble_fraction, timeline.bubble_ratio
+    assert f == pytest.approx(r / (1 + r))
+    assert r == pytest.approx(f / (1 - f)) if f < 1 else True
+    for rank in range(p):
+        gaps = timeline.idle_gaps(rank)
+        assert sum(e - s for s, e in gaps) == pytest.approx(timeline.idle(rank))
+
+
+def test_memory_curve_and_bytes():
+    timeline = simulate(one_f_one_b(3, 5), Costs(F=1, B=2, activation_bytes=[10, 20, 30]))
+    curve = timeline.memory(0)
+    assert curve[0] == (0.0, 0.0) and curve[-1][1] == 0
+    assert max(a for _, a in curve) == 3
+    assert timeline.peak_activation_bytes(1) == 2 * 20
+    metrics = timeline.metrics()
+    assert metrics["peak_activations"] == [3, 2, 1]
+    assert metrics["peak_activation_bytes"] == [30, 40, 30]
+    with pytest.raises(ValueError, match="needs activation_bytes"):
+        simulate(one_f_one_b(2, 2)).memory(0, in_bytes=True)
+
+
+def test_split_backward_frees_activation_at_w():
+    rows = [["0F0", "0F1", "0I0", "0I1", "0W0", "0W1"], ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"]]
+    timeline = simulate(Schedule.from_strings(rows), Costs(F=1, I=1, W=1))
+    # Rank 1 holds both activations until its W passes, although its I passes are done.
+    assert timeline.peak_activations(1) == 2
+
+
+def test_costs_per_stage_lists_and_overlap_pair():
+    rows = [["0F0", "(0F1;0B0)OVERLAP_F_B", "0B1"]]
+    schedule = Schedule.from_strings(rows)
+    assert simulate(schedule, Costs(F=1, B=2)).makespan == 1 + 3 + 2
+    assert simulate(schedule, Costs(F=1, B=2, FB=2.5)).makespan == 1 + 2.5 + 2
+
+
+def test_deadlock_names_each_stuck_rank_and_what_it_waits_for():
+    rows = [["0F0", "0B0", "0F1", "0B1"], ["1F1", "1B1", "1F0", "1B0"]]
+    schedule = Schedule.from_strings(rows)
+    with pytest.raises(ScheduleError) as excinfo:
+        simulate(schedule)
+    message = str(excinfo.value)
+    assert "rank 0 is stuck at position 1 on 0B0, which waits for 1B0 on rank 1" in message
+    assert "rank 1 is stuck at position 0 on 1F1, which waits for 0F1 on rank 0" in message
+
+
+def test_large_deadlock_is_found_at_once_without_recursion():
+    p, m = 64, 256
+    rows = [
+        [Action(s, "F", j) for j in range(m)] + [Action(s, "B", j) for j in range(m)]
+        for s in range(p)
+    ]
+    rows[p - 1] = rows[p - 1][::-1]  # last stage runs backwards before forwards
+    schedule = Schedule(rows, tuple(range(p)), m)
+    began = time.perf_counter()
+    with pytest.raises(ScheduleError, match="rank 63 is stuck at position 0 on 63B255"):
+        simulate(schedule)
+    assert time.perf_counter() - began < 30  # generous: a hang or recursion would not finish
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"F": -1}, "F must be a finite number >= 0, got -1"),
+        ({"F": [1, 2]}, "cost F has 2 values, but the schedule has 3 stages"),
+        ({"I": 1}, "give both I and W"),
+        ({"B": 2, "I": 3}, "cost W would be negative"),
+        ({"comm_bytes": 10}, "comm_bytes needs a bandwidth"),
+        ({"bandwidth": 0}, "bandwidth must be > 0"),
+    ],
+)
+def test_bad_costs_are_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        simulate(one_f_one_b(3, 3), Costs(**kwargs))
+
+
+def test_cost_defaults_follow_pytorch_kinds():
+    assert Costs(F=1, B=4).per_stage(1) == {"F": [1], "B": [4], "I": [2], "W": [2], "FB": None}
+    assert Costs(F=1, I=1, W=3).per_stage(1)["B"] == [4]
+    assert Costs(F=2).per_stage(1)["B"] == [4]
+    assert Costs(comm=0.5, comm_bytes=100, bandwidth=50).transfer == 2.5
+    assert Costs.parse("F=1, B=2,W=0.5", comm=0.1) == Costs(F=1, B=2, W=0.5, comm=0.1)
+    with pytest.raises(ValueError, match="cannot read cost 'X=1'"):
+        Costs.parse("X=1")
+    with pytest.raises(ValueError, match="cost B must be a number, got 'two'"):
+        Costs.parse("B=two")
+
+
+def test_empty_rank_is_allowed_and_idle():
+    schedule = Schedule([[Action(0, "F", 0), Action(0, "B", 0)], []], (0,), 1)
+    timeline = simulate(schedule)
+    assert timeline.busy(1) == 0 and timeline.idle(1) == timeline.makespan == 3
