@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.ppbook-installed
 TORCH  ?= torch==2.13.0
 HOST   ?= 127.0.0.1
 PORT   ?= 8888
+# Jupyter refuses to run as root unless told; containers and CI often are root.
+ROOTOK := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: book test install lint clean
 
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml
 
 book: $(STAMP)
 	@echo "Opening the book: JupyterLab on notebooks/ at http://$(HOST):$(PORT)/lab (token printed below)"
-	$(BIN)/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --notebook-dir=notebooks
+	$(BIN)/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=notebooks $(ROOTOK)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
