@@ -47,7 +47,9 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
         backwards = [
             Action(rank + (v - 1 - c) * p, "B", j) for c, j in zip(chunk, microbatch, strict=True)
         ]
-        warmup = min((p - rank - 1) * 2 + (v - 1) * p, total)
+        # Megatron-LM's warm-up; with one chunk it runs plain 1F1B (p - 1 - rank forwards).
+        warmup = (p - rank - 1) * 2 + (v - 1) * p if v > 1 else p - rank - 1
+        warmup = min(warmup, total)
         steady = total - warmup
         row = forwards[:warmup]  # warm-up
         pairs: list[Action] = [None] * (2 * steady)  # steady state: one forward, one backward

@@ -1,0 +1,122 @@
+"""ppbook's symbolic layer: pipeline-parallel closed forms derived with sympy (chapter 1).
+
+Nothing here is typed in when it can be derived: the GPipe makespan comes from the
+recurrences of its timeline (:mod:`.gpipe`), the two bubble conventions from the
+makespan (:mod:`.bubble`), the other schedules from their warm-up and cool-down
+structure (:mod:`.schedules`, :mod:`.memory`), the sizing inverses by solving for ``m``
+(:mod:`.sizing`). Every function here returns a sympy expression in the glossary's
+symbols (:mod:`.symbols`: ``p`` stages, ``m`` micro-batches, ``v`` chunks, ``t_f``,
+``t_b``, ``t_i``, ``t_w`` pass times). :func:`formulas` gives each result with its LaTeX,
+a fast numeric function, its conditions and its source; :mod:`.numeric` has checked
+numeric entry points such as ``numeric.bubble_fraction(p, m, v=1)``.
+
+Sources: GPipe, arXiv:1811.06965; Megatron-LM, arXiv:2104.04473; PipeDream-Flush,
+arXiv:2006.09503; Zero Bubble, arXiv:2401.10241; DeepSeek-V3 / DualPipe,
+arXiv:2412.19437; the Hugging Face Ultra-Scale Playbook. This layer imports sympy only:
+never torch, never matplotlib.
+"""
+
+from ppbook.symbolic.bubble import (
+    bubble_fraction,
+    bubble_fraction_of,
+    bubble_ratio,
+    bubble_ratio_of,
+    convention_identity_residuals,
+    fraction_from_ratio,
+    gpipe_bubble_time,
+    gpipe_compute_time,
+    per_device_bubble_time,
+    ratio_from_fraction,
+)
+from ppbook.symbolic.formula import Formula, formulas
+from ppbook.symbolic.gpipe import (
+    TimedPass,
+    backward_finish,
+    backward_recurrence_residuals,
+    first_microbatch_forwards_by_rsolve,
+    first_stage_forwards_by_rsolve,
+    forward_finish,
+    forward_recurrence_residuals,
+    gpipe_makespan,
+    gpipe_makespan_with_transfer,
+    gpipe_timeline,
+)
+from ppbook.symbolic.memory import (
+    dualpipe_peak_activations,
+    gpipe_peak_activations,
+    interleaved_peak_activations,
+    one_f_one_b_peak_activations,
+    zb_h1_peak_activations,
+    zb_h2_peak_activations,
+)
+from ppbook.symbolic.schedules import (
+    dualpipe_bubble,
+    interleaved_bubble,
+    interleaved_bubble_fraction,
+    interleaved_bubble_ratio,
+    interleaved_makespan,
+    one_f_one_b_bubble,
+    one_f_one_b_makespan,
+    pipeline_makespan,
+    zb1p_bubble_dualpipe_notation,
+    zb_h1_bubble,
+    zb_h1_makespan,
+    zb_h2_bubble,
+    zb_h2_makespan,
+)
+from ppbook.symbolic.sizing import (
+    bubble_at_microbatches_per_stage,
+    bubble_at_rule_of_thumb_limit,
+    bubble_expr,
+    bubble_limit,
+    min_microbatches_expr,
+)
+
+__all__ = [
+    "Formula",
+    "TimedPass",
+    "backward_finish",
+    "backward_recurrence_residuals",
+    "bubble_at_microbatches_per_stage",
+    "bubble_at_rule_of_thumb_limit",
+    "bubble_expr",
+    "bubble_fraction",
+    "bubble_fraction_of",
+    "bubble_limit",
+    "bubble_ratio",
+    "bubble_ratio_of",
+    "convention_identity_residuals",
+    "dualpipe_bubble",
+    "dualpipe_peak_activations",
+    "first_microbatch_forwards_by_rsolve",
+    "first_stage_forwards_by_rsolve",
+    "formulas",
+    "forward_finish",
+    "forward_recurrence_residuals",
+    "fraction_from_ratio",
+    "gpipe_bubble_time",
+    "gpipe_compute_time",
+    "gpipe_makespan",
+    "gpipe_makespan_with_transfer",
+    "gpipe_peak_activations",
+    "gpipe_timeline",
+    "interleaved_bubble",
+    "interleaved_bubble_fraction",
+    "interleaved_bubble_ratio",
+    "interleaved_makespan",
+    "interleaved_peak_activations",
+    "min_microbatches_expr",
+    "one_f_one_b_bubble",
+    "one_f_one_b_makespan",
+    "one_f_one_b_peak_activations",
+    "per_device_bubble_time",
+    "pipeline_makespan",
+    "ratio_from_fraction",
+    "zb1p_bubble_dualpipe_notation",
+    "zb_h1_bubble",
+    "zb_h1_makespan",
+    "zb_h1_peak_activations",
+    "zb_h2_bubble",
+    "zb_h2_makespan",
+    "zb_h2_peak_activations",
+]

@@ -1,0 +1,152 @@
+"""Makespans and bubbles of 1F1B, interleaved 1F1B, ZB-H1, ZB-H2 and DualPipe.
+
+Each makespan is built from the structure of the schedule, as seen by its busiest
+device: its compute, plus the warm-up chain it waits for before its first backward,
+plus the cool-down chain of backwards it waits for at the end, minus the passes the
+schedule moves into those waits. The bubble is the makespan minus the compute, per
+device (the convention of the Zero Bubble paper and the DualPipe table). No transfer
+cost; uniform pass times on every stage.
+
+Sources:
+
+- 1F1B (PipeDream-Flush): Narayanan et al. 2021, arXiv:2006.09503; Megatron-LM,
+  arXiv:2104.04473, sec. 2.2.1. Same makespan as GPipe, (m+p-1)(t_f+t_b).
+- Interleaved 1F1B: Megatron-LM, arXiv:2104.04473, sec. 2.2.2; Ultra-Scale Playbook,
+  ``r_bubble = (p-1)/(v m)``.
+- ZB-H1, ZB-H2: Qi et al. 2024, "Zero Bubble Pipeline Parallelism", arXiv:2401.10241,
+  Table 2. Their B is the input-gradient pass only: ppbook writes it ``t_i`` (PyTorch's
+  ``I``), so the paper's (p-1)(F+B-W) reads (p-1)(t_f+t_i-t_w) here.
+- DualPipe: DeepSeek-V3 technical report, arXiv:2412.19437, Table 2, and the
+  deepseek-ai/DualPipe README. There B is the full backward (``t_b``) and F&B is one
+  overlapped forward-and-backward chunk pair (``t_fb``).
+"""
+
+from functools import cache
+
+import sympy as sp
+
+from ppbook.symbolic.bubble import bubble_fraction_of, bubble_ratio_of
+from ppbook.symbolic.symbols import k, m, p, t_b, t_f, t_fb, t_i, t_w, v
+
+
+def pipeline_makespan(
+    compute: sp.Expr, warmup: sp.Expr, cooldown: sp.Expr, filled: sp.Expr = sp.S.Zero
+) -> sp.Expr:
+    """Makespan of the busiest device: compute + warm-up wait + cool-down wait - filled.
+
+    ``filled`` is the work the schedule moves into the waits (deferred W passes). The
+    result is kept as compute plus bubble, each factored: m(t_f + t_b) + (p-1)(t_f + t_b).
+    """
+    return sp.factor(compute) + sp.factor(warmup + cooldown - filled)
+
+
+@cache
+def one_f_one_b_makespan() -> sp.Expr:
+    """1F1B: m(t_f+t_b) of compute, (p-1) forwards of warm-up, (p-1) backwards of cool-down.
+
+    Valid for any ``m >= 1`` (PyTorch's Schedule1F1B asks ``m >= p``). Equals GPipe's.
+    """
+    warmup = sp.summation(t_f, (k, 1, p - 1))
+    cooldown = sp.summation(t_b, (k, 1, p - 1))
+    return sp.factor(pipeline_makespan(m * (t_f + t_b), warmup, cooldown))
+
+
+@cache
+def one_f_one_b_bubble() -> sp.Expr:
+    """Idle time of one device under 1F1B (or GPipe): (p-1)(t_f+t_b)."""
+    return sp.factor(one_f_one_b_makespan() - m * (t_f + t_b))
+
+
+@cache
+def interleaved_makespan() -> sp.Expr:
+    """Interleaved 1F1B with v chunks per device: m(t_f+t_b) + (p-1)(t_f+t_b)/v.
+
+    Each device holds v chunks of 1/v of a stage's layers, so a chunk pass lasts t_f/v
+    or t_b/v. The compute is unchanged (v chunks, m micro-batches each); the warm-up and
+    cool-down chains are still p-1 steps long, but each step is one chunk pass.
+    Valid when ``m`` is a multiple of ``p`` (Megatron-LM's condition) and ``v >= 1``.
+    """
+    compute = sp.summation(m * (t_f + t_b) / v, (k, 1, v))
+    warmup = sp.summation(t_f / v, (k, 1, p - 1))
+    cooldown = sp.summation(t_b / v, (k, 1, p - 1))
+    return pipeline_makespan(compute, warmup, cooldown)
+
+
+@cache
+def interleaved_bubble() -> sp.Expr:
+    """Idle time of one device under interleaved 1F1B: (p-1)(t_f+t_b)/v."""
+    return sp.factor(interleaved_makespan() - m * (t_f + t_b))
+
+
+@cache
+def interleaved_bubble_fraction() -> sp.Expr:
+    """Interleaved bubble fraction f = (p-1)/(v m + p - 1); ``m`` a multiple of ``p``."""
+    return bubble_fraction_of(interleaved_bubble(), m * (t_f + t_b))
+
+
+@cache
+def interleaved_bubble_ratio() -> sp.Expr:
+    """Interleaved bubble ratio r = (p-1)/(v m) (Megatron-LM, the Playbook); ``p | m``."""
+    return bubble_ratio_of(interleaved_bubble(), m * (t_f + t_b))
+
+
+@cache
+def zb_h1_makespan() -> sp.Expr:
+    """ZB-H1: m(t_f+t_i+t_w) + (p-1)(t_f+t_i-t_w), backward split into I (t_i) and W (t_w).
+
+    Structure: the warm-up chain is p-1 forwards; the cool-down chain carries only the
+    input gradients, p-1 passes of t_i, because W passes leave the critical path; p-1
+    deferred W passes fill that wait. Valid when ``t_w <= t_f`` and ``t_w <= t_i`` (so the
+    deferred W passes fit the gaps they fill) and ``m >= p``. Peak activations as 1F1B.
+    """
+    compute = m * (t_f + t_i + t_w)
+    warmup = sp.summation(t_f, (k, 1, p - 1))
+    cooldown = sp.summation(t_i, (k, 1, p - 1))
+    filled = sp.summation(t_w, (k, 1, p - 1))
+    return pipeline_makespan(compute, warmup, cooldown, filled)
+
+
+@cache
+def zb_h1_bubble() -> sp.Expr:
+    """Idle time of one device under ZB-H1: (p-1)(t_f+t_i-t_w); same validity."""
+    return sp.factor(zb_h1_makespan() - m * (t_f + t_i + t_w))
+
+
+@cache
+def zb_h2_makespan() -> sp.Expr:
+    """ZB-H2: m(t_f+t_i+t_w) + (p-1)(t_f+t_i-2t_w).
+
+    Structure: as ZB-H1, and extra warm-up forwards (up to 2p-1 in flight) let W passes
+    fill the warm-up wait too, 2(p-1) W passes in all (the paper's Table 2). Valid when
+    ``t_w <= t_f``, ``t_w <= t_i`` and ``m >= 2p-1``. The bubble is zero when
+    ``t_f = t_i = t_w`` only if the optimizer step is post-validated (paper, sec. 4).
+    """
+    compute = m * (t_f + t_i + t_w)
+    warmup = sp.summation(t_f, (k, 1, p - 1))
+    cooldown = sp.summation(t_i, (k, 1, p - 1))
+    filled = sp.summation(2 * t_w, (k, 1, p - 1))
+    return pipeline_makespan(compute, warmup, cooldown, filled)
+
+
+@cache
+def zb_h2_bubble() -> sp.Expr:
+    """Idle time of one device under ZB-H2: (p-1)(t_f+t_i-2t_w); same validity."""
+    return sp.factor(zb_h2_makespan() - m * (t_f + t_i + t_w))
+
+
+@cache
+def dualpipe_bubble() -> sp.Expr:
+    """DualPipe's bubble (p/2-1)(t_fb+t_b-3t_w), as published (not derived here).
+
+    From the DeepSeek-V3 report (arXiv:2412.19437, Table 2) and the DualPipe README,
+    where B is the full backward (t_b) and F&B the overlapped forward-and-backward chunk
+    pair (t_fb). DualPipeV has the same bubble on p/2 devices. Valid for an even number
+    of pipeline ranks ``p``; each device holds two copies of the parameters.
+    """
+    return (p / 2 - 1) * (t_fb + t_b - 3 * t_w)
+
+
+@cache
+def zb1p_bubble_dualpipe_notation() -> sp.Expr:
+    """The DualPipe table's ZB1P row, (p-1)(t_f+t_b-2t_w), with B the full backward."""
+    return (p - 1) * (t_f + t_b - 2 * t_w)

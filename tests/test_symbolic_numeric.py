@@ -1,0 +1,179 @@
+"""The checked numeric entry points, the exercise checks and the import boundary."""
+
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ppbook.symbolic as S
+from ppbook.symbolic import numeric
+from ppbook.symbolic.exercises import (
+    WrongAnswer,
+    check_exercise_1,
+    check_exercise_2,
+    check_exercise_3,
+)
+from ppbook.symbolic.symbols import m, p, t_b, t_f, v
+
+stages = st.integers(1, 64)
+microbatches = st.integers(1, 512)
+targets = st.fractions(Fraction(1, 1000), Fraction(999, 1000))
+
+
+def test_worked_example_p8_m32():
+    assert numeric.bubble_ratio(8, 32) == 0.21875
+    assert numeric.bubble_fraction(8, 32) == pytest.approx(7 / 39)
+    assert round(numeric.bubble_fraction(8, 32), 4) == 0.1795
+
+
+@given(stages, microbatches)
+def test_numeric_matches_the_sympy_expressions(pp, mm):
+    at = {p: pp, m: mm}
+    assert numeric.bubble_fraction(pp, mm) == pytest.approx(float(S.bubble_fraction().subs(at)))
+    assert numeric.bubble_ratio(pp, mm) == pytest.approx(float(S.bubble_ratio().subs(at)))
+    assert numeric.gpipe_makespan(pp, mm, 1.5, 2.5) == pytest.approx(
+        float(S.gpipe_makespan().subs(at | {t_f: 1.5, t_b: 2.5}))
+    )
+
+
+@given(stages, st.integers(1, 8), st.integers(1, 8))
+def test_interleaved_numeric_matches_sympy(pp, groups, vv):
+    mm = groups * pp
+    at = {p: pp, m: mm, v: vv}
+    assert numeric.bubble_ratio(pp, mm, vv) == pytest.approx(
+        float(S.interleaved_bubble_ratio().subs(at))
+    )
+    assert numeric.bubble_fraction(pp, mm, vv) == pytest.approx(
+        float(S.interleaved_bubble_fraction().subs(at))
+    )
+
+
+@given(stages, microbatches)
+def test_conventions_convert_into_each_other(pp, mm):
+    f, r = numeric.bubble_fraction(pp, mm), numeric.bubble_ratio(pp, mm)
+    assert numeric.fraction_from_ratio(r) == pytest.approx(f)
+    assert numeric.ratio_from_fraction(f) == pytest.approx(r)
+
+
+@settings(max_examples=200)
+@given(stages, targets, st.sampled_from(["fraction", "ratio"]), st.integers(1, 4))
+def test_min_microbatches_is_the_smallest_that_meets_the_target(pp, target, convention, vv):
+    smallest = numeric.min_microbatches(pp, target, convention, vv)
+    exact = S.bubble_expr(convention)
+
+    def bubble(mm):
+        return exact.subs({p: pp, m: mm, v: vv})
+
+    assert smallest >= 1
+    assert bubble(smallest) <= target
+    if vv > 1:
+        assert smallest % pp == 0
+        assert smallest == pp or bubble(smallest - pp) > target
+    else:
+        assert smallest == 1 or bubble(smallest - 1) > target
+
+
+def test_min_microbatches_examples():
+    assert numeric.min_microbatches(8, 0.1, convention="ratio") == 70
+    assert numeric.min_microbatches(8, 0.1, convention="fraction") == 63
+    assert numeric.min_microbatches(4, 0.3, convention="fraction") == 7  # 3/10 exactly
+    assert numeric.min_microbatches(4, 0.3, convention="ratio") == 10  # not 11: 0.3 is 3/10
+    assert numeric.min_microbatches(1, 0.01) == 1
+    assert numeric.min_microbatches(8, 0.1, convention="ratio", v=2) == 40  # 35, up to 8k
+    assert numeric.min_microbatches(np.int64(8), np.float64(0.1), "ratio") == 70
+
+
+def test_numpy_integers_are_counts():
+    assert numeric.bubble_ratio(np.int64(8), np.int32(32)) == 0.21875
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: numeric.bubble_fraction(0, 4), "bubble_fraction needs num_stages p >= 1, got 0"),
+        (lambda: numeric.bubble_ratio(4, 0), "bubble_ratio needs num_microbatches m >= 1, got 0"),
+        (lambda: numeric.bubble_ratio(4, 8, 0), "needs num_chunks v >= 1, got 0"),
+        (lambda: numeric.bubble_fraction(2.5, 4), r"num_stages p to be an integer >= 1, got 2.5"),
+        (lambda: numeric.bubble_fraction(4, True), r"integer >= 1, got True \(bool\)"),
+        (lambda: numeric.bubble_fraction(4.0, 8), r"got 4.0 \(float\)"),
+        (
+            lambda: numeric.bubble_ratio(4, 6, 2),
+            "m to be a multiple of num_stages p = 4, got m = 6",
+        ),
+        (
+            lambda: numeric.min_microbatches(8, 1.5),
+            "target bubble strictly between 0 and 1, got 1.5",
+        ),
+        (lambda: numeric.min_microbatches(8, 0), "strictly between 0 and 1, got 0"),
+        (lambda: numeric.min_microbatches(8, 1), "strictly between 0 and 1, got 1"),
+        (lambda: numeric.min_microbatches(8, float("nan")), "target bubble to be finite"),
+        (lambda: numeric.min_microbatches(8, "0.1"), "target bubble to be a number, got '0.1'"),
+        (lambda: numeric.min_microbatches(8, 0.1, "percent"), '"fraction" or "ratio"'),
+        (lambda: numeric.min_microbatches(0, 0.1), "num_stages p >= 1, got 0"),
+        (lambda: numeric.fraction_from_ratio(-0.1), "bubble ratio r >= 0, got -0.1"),
+        (lambda: numeric.ratio_from_fraction(1), "bubble fraction 0 <= f < 1, got 1"),
+        (lambda: numeric.gpipe_makespan(4, 8, 0, 1), "forward time t_f > 0 and finite, got 0"),
+        (lambda: numeric.gpipe_makespan(4, 8, 1, "2"), "backward time t_b to be a number"),
+        (lambda: S.gpipe_timeline(4, 0), "gpipe_timeline needs num_microbatches m >= 1"),
+        (lambda: S.bubble_expr("percent"), 'convention must be "fraction" or "ratio"'),
+    ],
+)
+def test_bad_input_says_what_was_wrong_and_what_would_be_right(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_exercise_checks_accept_right_answers(capsys):
+    assert check_exercise_1(Fraction(1, 5))
+    assert check_exercise_1(0.2)
+    assert check_exercise_2(0.2)
+    assert check_exercise_3(70)
+    assert capsys.readouterr().out.count("Correct") == 4
+
+
+def test_exercise_checks_wait_for_an_answer(capsys):
+    for number, check in enumerate((check_exercise_1, check_exercise_2, check_exercise_3), 1):
+        assert check(None) is None
+        assert f"Exercise {number}: no answer yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("check", "answer", "hint"),
+    [
+        (check_exercise_1, 0.25, "bubble ratio r"),
+        (check_exercise_1, 0.5, "not f for p = 4"),
+        (check_exercise_1, "0.2", "wants a number"),
+        (check_exercise_2, 0.25, "ratio itself"),
+        (check_exercise_2, 1 / 3, "other direction"),
+        (check_exercise_2, 0.9, "not the fraction"),
+        (check_exercise_3, 63, "bubble fraction f to 10%"),
+        (check_exercise_3, 32, "above 0.1"),
+        (check_exercise_3, 71, "smaller m"),
+        (check_exercise_3, 0, "at least one"),
+        (check_exercise_3, 70.0, "whole number"),
+    ],
+)
+def test_exercise_checks_explain_wrong_answers(check, answer, hint):
+    with pytest.raises(WrongAnswer, match=hint):
+        check(answer)
+
+
+def test_symbolic_layer_imports_neither_torch_nor_matplotlib():
+    code = (
+        "import sys, ppbook, ppbook.widgets, ppbook.symbolic, ppbook.symbolic.numeric, "
+        "ppbook.symbolic.exercises\n"
+        "ppbook.symbolic.numeric.bubble_fraction(8, 32)\n"
+        "print(sorted(n for n in ('torch', 'matplotlib', 'ipywidgets') if n in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_plain_import_of_ppbook_does_not_import_sympy():
+    code = "import sys, ppbook; print('sympy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
