@@ -78,8 +78,8 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             "dualpipe",
             dualpipe,
             "two",
-            "p even; m even and m >= 2p; "
-            "2 chunks per rank (each rank holds stages r and 2p-1-r... see docs)",
+            "p even; m even and m >= 2p; rank r holds stages r and 2p-1-r, "
+            "half the micro-batches enter at each end",
             "DeepSeek-V3, arXiv:2412.19437",
         ),
         ScheduleSpec(

@@ -150,7 +150,7 @@ def formulas() -> MappingProxyType[str, Formula]:
             schedules.zb_h2_makespan(),
             (p, m, t_f, t_i, t_w),
             "time of one ZB-H2 step",
-            _ZB_VALID + "; m >= 2p-1",
+            _UNIFORM + "; t_w <= t_f and t_i >= 2 t_w; m >= 2p-1",
             _ZB,
         ),
         Formula(
@@ -158,7 +158,7 @@ def formulas() -> MappingProxyType[str, Formula]:
             schedules.zb_h2_bubble(),
             (p, t_f, t_i, t_w),
             "idle time of one device under ZB-H2",
-            _ZB_VALID + "; m >= 2p-1",
+            _UNIFORM + "; t_w <= t_f and t_i >= 2 t_w; m >= 2p-1",
             _ZB,
         ),
         Formula(

@@ -117,9 +117,10 @@ def zb_h2_makespan() -> sp.Expr:
     """ZB-H2: m(t_f+t_i+t_w) + (p-1)(t_f+t_i-2t_w).
 
     Structure: as ZB-H1, and extra warm-up forwards (up to 2p-1 in flight) let W passes
-    fill the warm-up wait too, 2(p-1) W passes in all (the paper's Table 2). Valid when
-    ``t_w <= t_f``, ``t_w <= t_i`` and ``m >= 2p-1``. The bubble is zero when
-    ``t_f = t_i = t_w`` only if the optimizer step is post-validated (paper, sec. 4).
+    fill the warm-up wait too, 2(p-1) W passes in all (the paper's Table 2). Valid for
+    one step when ``t_w <= t_f``, ``t_i >= 2 t_w`` and ``m >= 2p-1``; when
+    ``t_i < 2 t_w`` one step takes m(t_f+t_i+t_w) + (p-1) t_f (the ends of the
+    parallelogram), which only post-validating the optimizer step hides (paper, sec. 4).
     """
     compute = m * (t_f + t_i + t_w)
     warmup = sp.summation(t_f, (k, 1, p - 1))
