@@ -105,7 +105,7 @@ class Schedule:
     ``actions[rank]`` is the order in which ``rank`` runs its actions; idle time is not
     stored (the simulator finds it). ``stage_to_rank[stage]`` is the rank that holds
     ``stage``. Build one with a function of :mod:`ppbook.schedules`, with
-    :meth:`from_strings` or :meth:`from_csv`; check it with :func:`ppbook.validate.validate`.
+    :meth:`from_strings`, :meth:`from_csv` or :meth:`from_csv_text`; check it with :func:`ppbook.validate.validate`.
 
     ``routes[j]``, when given, is the ordered tuple of stages micro-batch ``j`` goes
     through; by default every micro-batch goes through all stages in order. The k-th stage
@@ -221,9 +221,7 @@ class Schedule:
         if num_microbatches is None:
             mbs = [p.microbatch for row in actions for a in row for p in a.parts]
             num_microbatches = max(mbs) + 1 if mbs else 0
-        return cls(
-            tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name, routes
-        )
+        return cls(tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name, routes)
 
     def to_csv(self, path: str | Path | None = None, aligned: bool = True) -> str:
         """PyTorch's CSV form: one row per rank, one action per cell.
@@ -251,11 +249,17 @@ class Schedule:
         return text
 
     @classmethod
-    def from_csv(cls, source: str | Path, **kwargs) -> Schedule:
-        """Read PyTorch's CSV form from a path or from CSV text (any text with a newline)."""
-        if isinstance(source, Path) or "\n" not in source:
-            source = Path(source).read_text()
-        return cls.from_strings(list(csv.reader(io.StringIO(source))), **kwargs)
+    def from_csv(cls, path: str | Path, **kwargs) -> Schedule:
+        """Read a schedule in PyTorch's CSV form from the file at ``path``."""
+        return cls.from_csv_text(Path(path).read_text(), **kwargs)
+
+    @classmethod
+    def from_csv_text(cls, text: str, **kwargs) -> Schedule:
+        """Read a schedule in PyTorch's CSV form from ``text`` (what :meth:`to_csv` returns).
+
+        Keyword arguments go to :meth:`from_strings` (``name``, ``routes``, ...).
+        """
+        return cls.from_strings(list(csv.reader(io.StringIO(text))), **kwargs)
 
     def __str__(self) -> str:
         width = max((len(str(a)) for row in self.actions for a in row), default=1)

@@ -48,7 +48,7 @@ def test_malformed_actions_are_rejected(text):
 
 def test_malformed_csv_cell_names_row_column_and_text():
     with pytest.raises(ValueError, match=r"row 1 \(rank 1\), column 2: .*'1Q0'"):
-        Schedule.from_csv("0F0,0B0\n,1F0,1Q0\n")
+        Schedule.from_csv_text("0F0,0B0\n,1F0,1Q0\n")
 
 
 def test_overlap_parts_are_forward_then_backward():
@@ -67,7 +67,7 @@ def test_overlap_parts_are_forward_then_backward():
 def test_csv_round_trip(schedule, aligned):
     text = schedule.to_csv(aligned=aligned)
     assert len(text.splitlines()) == schedule.num_ranks
-    back = Schedule.from_csv(text)
+    back = Schedule.from_csv_text(text)
     assert back.actions == schedule.actions
     assert back.stage_to_rank == schedule.stage_to_rank
     assert back.num_microbatches == schedule.num_microbatches
@@ -90,7 +90,7 @@ def test_csv_file_round_trip(tmp_path):
 def test_pytorch_style_csv_with_idle_cells_loads():
     # As torch.distributed.pipelining's _dump_csv writes GPipe for 2 ranks, 2 micro-batches.
     text = "0F0,0F1,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n"
-    schedule = Schedule.from_csv(text)
+    schedule = Schedule.from_csv_text(text)
     assert schedule.stage_to_rank == (0, 1)
     assert schedule.num_microbatches == 2
     assert schedule.actions[1] == tuple(map(parse_action, ["1F0", "1F1", "1B0", "1B1"]))
@@ -189,3 +189,8 @@ def test_routes_give_neighbours_and_model_parts():
     assert [schedule.model_part(s) for s in range(4)] == [0, 1, 0, 1]
     with pytest.raises(ValueError, match="stage 1 is at position 1 of one route and 0"):
         Schedule.from_strings(rows, routes=[(0, 1), (1, 3)], stage_to_rank=(0, 1, 1, 0))
+
+
+def test_one_row_csv_text_is_text_not_a_path():
+    schedule = Schedule.from_csv_text("0F0,0F1,0B0,0B1")
+    assert schedule.num_ranks == 1 and schedule.num_microbatches == 2

@@ -210,7 +210,7 @@ def test_validates_and_round_trips_through_csv(name):
             assert schedule.actions == (dualpipe if name == "dualpipe" else dualpipev)(p, m).actions
             validate(schedule)
             for aligned in (True, False):
-                back = Schedule.from_csv(schedule.to_csv(aligned=aligned))
+                back = Schedule.from_csv_text(schedule.to_csv(aligned=aligned))
                 assert back.actions == schedule.actions
                 assert back.stage_to_rank == schedule.stage_to_rank
                 assert back.num_microbatches == m

@@ -243,7 +243,7 @@ def test_validates_and_round_trips_through_csv(name):
             validate(schedule)
             assert schedule.split_backward
             for aligned in (True, False):
-                back = Schedule.from_csv(schedule.to_csv(aligned=aligned))
+                back = Schedule.from_csv_text(schedule.to_csv(aligned=aligned))
                 assert back.actions == schedule.actions
                 assert back.stage_to_rank == schedule.stage_to_rank
                 assert back.num_microbatches == m

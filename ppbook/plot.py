@@ -1,0 +1,375 @@
+"""Timeline (Gantt) pictures of a schedule, simulated or measured (chapter 2).
+
+One lane per rank, one box per action, coloured by kind (``F``, ``B``, ``I``, ``W`` and an
+overlapped F&B pair) and shaded by micro-batch (dark early, light late), with the
+micro-batch number inside the box when it fits. Idle time is the grey lane showing
+through. An optional panel below plots the activations each rank holds over time
+(:meth:`~ppbook.timeline.Timeline.memory`) as a step plot.
+
+The title names both bubble conventions (REFERENCES.md): the bubble fraction
+f = idle/total (GPipe, arXiv:1811.06965) and the bubble ratio r = idle/compute
+(Megatron-LM, arXiv:2104.04473; the Ultra-Scale Playbook's r_bubble).
+
+The boxes of one kind on one chunk are one :class:`~matplotlib.collections.PolyCollection`
+(label = the kind), so drawing stays fast for tens of thousands of actions. Times are drawn relative
+to :attr:`~ppbook.timeline.Timeline.origin`. This module never changes matplotlib's
+global settings; it imports pyplot only to make a new figure when no axes are given.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Patch
+
+from ppbook.timeline import Timeline
+
+KIND_COLORS = {
+    "F": "#1f6fb4",  # blue
+    "B": "#1a9e77",  # green: full backward
+    "I": "#e08a00",  # orange: backward for the input only
+    "W": "#c8463c",  # red: weight-gradient pass
+    "OVERLAP_F_B": "#8e5aa8",  # purple: DualPipe's overlapped forward-and-backward pair
+}
+"""Base colour of each kind; a micro-batch's shade mixes it with white, keeping its hue."""
+
+KIND_NAMES = {
+    "F": "F forward",
+    "B": "B backward",
+    "I": "I input grad",
+    "W": "W weight grad",
+    "OVERLAP_F_B": "F&B overlapped",
+}
+
+IDLE_COLOR = "#e6e6e6"
+MAX_LIGHTEN = 0.55  # the last micro-batch is this far from the base colour towards white
+LANE_HEIGHT = 0.8  # box height, in rank units
+MAX_HATCHED = 600  # hatch chunks by default up to this many boxes (hatching draws slowly)
+CHUNK_HATCHES = (None, "////", "\\\\\\\\", "xxxx")  # a rank's first, second, ... chunk
+
+
+def shade(kind: str, microbatch: int, num_microbatches: int) -> tuple[float, float, float]:
+    """The colour of ``kind`` on ``microbatch``: the kind's colour, lighter for later ones."""
+    t = MAX_LIGHTEN * microbatch / (num_microbatches - 1) if num_microbatches > 1 else 0.0
+    return tuple(c + (1.0 - c) * t for c in to_rgb(KIND_COLORS[kind]))
+
+
+def shades(kind: str, microbatches, num_microbatches: int) -> np.ndarray:
+    """:func:`shade` for many micro-batches at once: an array of RGB rows."""
+    t = MAX_LIGHTEN * np.asarray(microbatches, dtype=float) / max(num_microbatches - 1, 1)
+    base = np.array(to_rgb(KIND_COLORS[kind]))
+    return base + (1.0 - base) * t[:, None]
+
+
+def title_text(timeline: Timeline) -> str:
+    """Schedule, p, m, v, makespan and both bubble conventions, by name."""
+    schedule = timeline.schedule
+    p, m = schedule.num_ranks, schedule.num_microbatches
+    v = schedule.num_stages / p
+    measured = "" if timeline.source == "simulated" else f" ({timeline.source})"
+    return (
+        f"{schedule.name}{measured}: p = {p}, m = {m}, v = {v:g}, "
+        f"makespan = {timeline.makespan:.4g}\n"
+        f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f},  "
+        f"bubble ratio r = idle/compute = {timeline.bubble_ratio:.3f}"
+    )
+
+
+class Boxes(NamedTuple):
+    """The boxes of one kind on one chunk: times relative to the origin, ranks, labels."""
+
+    starts: list[float]
+    ends: list[float]
+    ranks: list[int]
+    microbatches: list[int]
+    steps: list  # the actions, for their labels
+
+
+def timeline_boxes(timeline: Timeline) -> dict[tuple[str, int], Boxes]:
+    """The boxes to draw, grouped by ``(kind, chunk)``.
+
+    ``chunk`` is the position of the action's stage among its rank's stages (0 for
+    schedules with one stage per rank). An overlapped pair is kind ``"OVERLAP_F_B"``,
+    shaded by its forward's micro-batch.
+    """
+    origin = timeline.origin
+    schedule = timeline.schedule
+    chunk_of = {
+        s: c for r in range(schedule.num_ranks) for c, s in enumerate(schedule.stages_on(r))
+    }
+    out: dict[tuple[str, int], Boxes] = {}
+    for rank, (row, starts, ends) in enumerate(
+        zip(schedule.actions, timeline.starts, timeline.ends, strict=True)
+    ):
+        for action, start, end in zip(row, starts, ends, strict=True):
+            first = action.parts[0]
+            key = (action.kind, chunk_of[first.stage])
+            boxes = out.get(key)
+            if boxes is None:
+                boxes = out[key] = Boxes([], [], [], [], [])
+            boxes.starts.append(start - origin)
+            boxes.ends.append(end - origin)
+            boxes.ranks.append(rank)
+            boxes.microbatches.append(first.microbatch)
+            boxes.steps.append(action)
+    return out
+
+
+def plot_timeline(
+    timeline: Timeline,
+    ax=None,
+    *,
+    memory: bool = False,
+    memory_ax=None,
+    in_bytes: bool = False,
+    labels: bool | None = None,
+    title: bool | str = True,
+    legend: bool = True,
+    max_hatched: int = MAX_HATCHED,
+    time_unit: str | None = None,
+):
+    """Draw ``timeline`` as a Gantt chart; return the figure.
+
+    ``ax``: axes to draw into (default: a new pyplot figure). ``memory`` (or a given
+    ``memory_ax``) adds the activations-over-time panel below, in micro-batch activations
+    of one stage chunk, or bytes with ``in_bytes``. ``labels``: micro-batch numbers in the
+    boxes (default ``None``: where they fit). The boxes of a rank's second, third, ...
+    chunk are hatched when there are at most ``max_hatched`` of them (hatching is slow to
+    draw; 0 turns it off). ``time_unit`` names the x axis unit.
+    """
+    if ax is None:
+        _, ax, memory_ax = _new_figure(timeline.num_ranks, memory or memory_ax is not None)
+    elif memory and memory_ax is None:
+        raise ValueError("plot_timeline(ax=...) with memory=True also needs memory_ax")
+    p = timeline.num_ranks
+    m = timeline.schedule.num_microbatches
+    end = timeline.makespan if timeline.makespan > 0 else 1.0
+    half = LANE_HEIGHT / 2
+
+    lanes = np.array(
+        [[(0.0, r - half), (0.0, r + half), (end, r + half), (end, r - half)] for r in range(p)]
+    )
+    ax.add_collection(
+        PolyCollection(lanes, facecolors=IDLE_COLOR, edgecolors="none", label="idle", zorder=1),
+        autolim=False,
+    )
+    groups = timeline_boxes(timeline)
+    px_per_unit = _axes_width_px(ax) / end
+    widths = np.sort(np.concatenate([np.subtract(g.ends, g.starts) for g in groups.values()]))
+    narrow = not widths.size or widths[widths.size // 2] * px_per_unit < 4
+    hatched = sum(len(g.starts) for (_, chunk), g in groups.items() if chunk)
+    hatch_chunks = 0 < hatched <= max_hatched
+    for (kind, chunk), g in groups.items():
+        a, b = np.asarray(g.starts), np.asarray(g.ends)
+        low, high = np.asarray(g.ranks) - half, np.asarray(g.ranks) + half
+        verts = np.stack(
+            [
+                np.stack([a, low], 1),
+                np.stack([a, high], 1),
+                np.stack([b, high], 1),
+                np.stack([b, low], 1),
+            ],
+            axis=1,
+        )  # (boxes, 4 corners, xy)
+        boxes = PolyCollection(
+            verts,
+            facecolors=shades(kind, g.microbatches, m),
+            edgecolors="white",
+            linewidths=0.0 if narrow else 0.6,
+            hatch=CHUNK_HATCHES[chunk % len(CHUNK_HATCHES)] if hatch_chunks else None,
+            label=kind,
+            zorder=2,
+        )
+        if hatch_chunks and hasattr(boxes, "set_hatch_linewidth"):  # matplotlib >= 3.10
+            boxes.set_hatch_linewidth(0.6)
+        ax.add_collection(boxes, autolim=False)  # the limits are set below
+    if labels is None or labels:
+        _label_boxes(ax, timeline, groups, px_per_unit, force=bool(labels))
+
+    ax.set_xlim(0, end)
+    ax.set_ylim(p - 1 + 0.6, -0.6)  # rank 0 on top
+    ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    unit = f" ({time_unit})" if time_unit else ""
+    if memory_ax is None:
+        ax.set_xlabel(f"time{unit}")
+    if legend:
+        handles = _legend_handles(groups, hatch_chunks)
+        ax.legend(
+            handles=handles,
+            ncols=1 if len(handles) <= max(p, 4) else 2,
+            loc="upper left",
+            bbox_to_anchor=(1.005, 1.0),
+            frameon=False,
+            fontsize="small",
+            title="kind (lighter =\nlater micro-batch)",
+            title_fontsize="small",
+        )
+    if title:
+        ax.set_title(title if isinstance(title, str) else title_text(timeline), fontsize="medium")
+    if memory_ax is not None:
+        plot_memory(timeline, memory_ax, in_bytes=in_bytes, legend=legend, time_unit=time_unit)
+        memory_ax.set_xlim(0, end)
+    return ax.figure
+
+
+def _legend_handles(groups, hatch_chunks: bool) -> list[Patch]:
+    kinds = {kind for kind, _ in groups}
+    handles = [Patch(color=KIND_COLORS[k], label=KIND_NAMES[k]) for k in KIND_COLORS if k in kinds]
+    handles.append(Patch(color=IDLE_COLOR, label="idle"))
+    chunks = sorted({chunk for _, chunk in groups})
+    if hatch_chunks and len(chunks) > 1:
+        handles += [
+            Patch(
+                facecolor="#777777",
+                edgecolor="white",
+                hatch=CHUNK_HATCHES[c % len(CHUNK_HATCHES)],
+                label=f"chunk {c}",
+            )
+            for c in chunks
+        ]
+    return handles
+
+
+def plot_memory(
+    timeline: Timeline,
+    ax,
+    *,
+    in_bytes: bool = False,
+    legend: bool = True,
+    time_unit: str | None = None,
+):
+    """Step plot of the activations each rank holds over time; return the figure.
+
+    Adds one line per rank, in rank order, through the points ``Timeline.memory(rank)``
+    (times relative to the origin), held to the end of the makespan. Where several changes
+    happen at the same time only the last amount is drawn, so a free and an allocation at
+    one instant leave no zero-width spike.
+    """
+    import matplotlib as mpl
+
+    p = timeline.num_ranks
+    origin, makespan = timeline.origin, timeline.makespan
+    cmap = mpl.colormaps["viridis"]
+    lines = []
+    for rank in range(p):
+        curve = _settled(timeline.memory(rank, in_bytes=in_bytes))
+        xs = [t - origin for t, _ in curve] + [makespan]
+        ys = [a for _, a in curve] + [curve[-1][1]]
+        (line,) = ax.plot(
+            xs,
+            ys,
+            drawstyle="steps-post",
+            color=cmap(0.85 * rank / max(p - 1, 1)),
+            linewidth=1.2,
+            label=f"rank {rank}",
+        )
+        lines.append(line)
+    what = "activation bytes" if in_bytes else "activations held\n(micro-batch × chunk)"
+    ax.set_ylabel(what, fontsize="small")
+    unit = f" ({time_unit})" if time_unit else ""
+    ax.set_xlabel(f"time{unit}")
+    ax.set_ylim(bottom=0)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    if not legend:
+        return ax.figure
+    shown = lines if p <= 8 else [lines[0], lines[-1]]
+    ax.legend(
+        handles=shown,
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        frameon=False,
+        fontsize="small",
+        ncols=1 if p <= 4 else 2,
+    )
+    return ax.figure
+
+
+def _settled(curve: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The curve with only the last amount at each time."""
+    out: list[tuple[float, float]] = []
+    for time, amount in curve:
+        if out and out[-1][0] == time:
+            out[-1] = (time, amount)
+        else:
+            out.append((time, amount))
+    return out
+
+
+def timeline_figure(timeline: Timeline, *, memory: bool = True, pyplot: bool = False, **kwargs):
+    """A new figure of ``timeline`` (with the memory panel unless ``memory=False``).
+
+    The figure is not registered with pyplot unless ``pyplot=True``, so it can be saved
+    (``fig.savefig``) or embedded in a widget without touching pyplot's state.
+    ``kwargs`` go to :func:`plot_timeline`.
+    """
+    fig, ax, memory_ax = _new_figure(timeline.num_ranks, memory, pyplot)
+    return plot_timeline(timeline, ax, memory_ax=memory_ax, **kwargs)
+
+
+def _new_figure(num_ranks: int, memory: bool, pyplot: bool = True):
+    lane_in = 0.36 if num_ranks <= 8 else 0.24  # inches per rank
+    memory_in = 1.2 if num_ranks <= 4 else 1.6
+    size = (13, 1.2 + max(lane_in * num_ranks, 1.6) + (memory_in + 0.4 if memory else 0.0))
+    if pyplot:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=size, layout="constrained")
+    else:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=size, layout="constrained")
+    if not memory:
+        return fig, fig.add_subplot(), None
+    ax, memory_ax = fig.subplots(
+        2, 1, sharex=True, height_ratios=(max(lane_in * num_ranks, 1.6), memory_in)
+    )
+    return fig, ax, memory_ax
+
+
+def _axes_width_px(ax) -> float:
+    fig = ax.figure
+    return ax.get_position().width * fig.get_figwidth() * fig.dpi
+
+
+def _label_boxes(ax, timeline: Timeline, groups, px_per_unit: float, force: bool) -> None:
+    """Micro-batch numbers inside the boxes, in the largest font (<= 9 pt) that fits."""
+    fig = ax.figure
+    lane_px = ax.get_position().height * fig.get_figheight() * fig.dpi / (timeline.num_ranks + 0.2)
+    pt_per_px = 72 / fig.dpi
+    largest = min(9.0, 0.5 * lane_px * pt_per_px)
+    m = timeline.schedule.num_microbatches
+    smallest = 5.5  # pt
+    one_char_px = 0.62 * smallest / pt_per_px
+    for (kind, _), g in groups.items():
+        for a, b, r, j, step in zip(
+            g.starts, g.ends, g.ranks, g.microbatches, g.steps, strict=True
+        ):
+            room_px = (b - a) * px_per_unit - 3
+            if room_px < one_char_px and not force:
+                continue
+            text = "|".join(str(part.microbatch) for part in step.parts)
+            fontsize = min(largest, room_px / (0.62 * len(text)) * pt_per_px)
+            if fontsize < smallest:
+                if not force:
+                    continue
+                fontsize = smallest
+            red, green, blue = shade(kind, j, m)
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.6
+            ax.text(
+                (a + b) / 2,
+                r,
+                text,
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                color="white" if dark else "black",
+                zorder=3,
+                clip_on=True,
+            )
