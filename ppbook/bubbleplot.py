@@ -1,11 +1,10 @@
-"""Chapter 1's pictures: the bubble against m, and a GPipe timeline drawn by hand.
+"""Chapter 1's picture of the bubble against m (timelines are drawn by :mod:`ppbook.plot`).
 
-Both functions draw on a matplotlib ``Axes`` the caller owns and change no global
+The functions draw on a matplotlib ``Axes`` the caller owns and change no global
 setting. The bubble curves come from :mod:`ppbook.symbolic.numeric`; every label says
 which convention it shows (REFERENCES.md): the bubble fraction f = (p-1)/(m+p-1)
 (GPipe, arXiv:1811.06965) or the bubble ratio r = (p-1)/m (Megatron-LM,
-arXiv:2104.04473; Ultra-Scale Playbook). The timeline comes from
-:func:`ppbook.symbolic.gpipe_timeline`, the closed forms of the GPipe recurrences.
+arXiv:2104.04473; Ultra-Scale Playbook).
 """
 
 from collections.abc import Iterable, Sequence
@@ -13,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from ppbook.symbolic.gpipe import TimedPass
 from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
 
 #: Legend text of each convention, with its formula.
@@ -22,7 +20,6 @@ CONVENTION_LABELS = {
     "ratio": "bubble ratio r = (p-1)/m",
 }
 _STYLE = {"fraction": "-", "ratio": "--"}
-_PASS_COLORS = {"F": "tab:blue", "B": "tab:orange"}
 
 
 def bubble_curve(convention: str, num_stages: int, microbatches: Sequence[int]) -> list[float]:
@@ -64,29 +61,3 @@ def plot_bubble_vs_microbatches(
     ax.legend(fontsize="small", ncols=2)
     ax.grid(alpha=0.3)
     return lines
-
-
-def draw_timeline(ax: Axes, passes: Iterable[TimedPass], title: str = "") -> None:
-    """Draw each stage's passes as bars (``broken_barh``): forwards blue, backwards orange.
-
-    Stage 0 is the top row; each bar is labelled with its micro-batch. Empty space on a
-    row is that device's bubble.
-    """
-    passes = list(passes)
-    num_stages = 1 + max(x.stage for x in passes)
-    for x in passes:
-        row = num_stages - 1 - x.stage
-        ax.broken_barh(
-            [(x.start, x.finish - x.start)],
-            (row - 0.4, 0.8),
-            facecolors=_PASS_COLORS[x.kind],
-            edgecolor="white",
-        )
-        label = f"{x.kind}{x.microbatch}"
-        middle = (x.start + x.finish) / 2
-        ax.text(middle, row, label, ha="center", va="center", fontsize="x-small", color="white")
-    ax.set_yticks(range(num_stages), [f"stage {s}" for s in reversed(range(num_stages))])
-    ax.set_xlabel("time (units of one forward pass)")
-    ax.set_xlim(0, max(x.finish for x in passes))
-    if title:
-        ax.set_title(title, fontsize="medium")

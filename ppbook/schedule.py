@@ -105,7 +105,8 @@ class Schedule:
     ``actions[rank]`` is the order in which ``rank`` runs its actions; idle time is not
     stored (the simulator finds it). ``stage_to_rank[stage]`` is the rank that holds
     ``stage``. Build one with a function of :mod:`ppbook.schedules`, with
-    :meth:`from_strings`, :meth:`from_csv` or :meth:`from_csv_text`; check it with :func:`ppbook.validate.validate`.
+    :meth:`from_strings`, :meth:`from_csv` or :meth:`from_csv_text`; check it with
+    :func:`ppbook.validate.validate`.
 
     ``routes[j]``, when given, is the ordered tuple of stages micro-batch ``j`` goes
     through; by default every micro-batch goes through all stages in order. The k-th stage

@@ -44,7 +44,8 @@ class Timeline:
 
     ``starts[rank][k]`` and ``ends[rank][k]`` time the k-th action of
     ``schedule.actions[rank]``; :attr:`intervals` gives them as :class:`Interval` records.
-    ``source`` is ``"simulated"`` or ``"measured"``.
+    ``source`` says where the times come from: ``"simulated"``, ``"measured"`` or
+    ``"closed form"`` (:func:`ppbook.symbolic.gpipe_timeline`).
     """
 
     schedule: Schedule

@@ -5,10 +5,8 @@ import pytest
 
 from ppbook.bubbleplot import (
     bubble_curve,
-    draw_timeline,
     plot_bubble_vs_microbatches,
 )
-from ppbook.symbolic import gpipe_timeline
 from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
 from ppbook.widgets.bubble import BubbleExplorer, bubble_explorer
 
@@ -71,14 +69,3 @@ def test_plot_bubble_vs_microbatches_draws_both_conventions():
     plt.close(fig)
     with pytest.raises(ValueError, match="convention"):
         bubble_curve("percent", 4, [1])
-
-
-def test_draw_timeline_draws_one_bar_per_pass():
-    fig, ax = plt.subplots()
-    passes = gpipe_timeline(3, 2)
-    draw_timeline(ax, passes, title="GPipe")
-    bars = [path for coll in ax.collections for path in coll.get_paths()]
-    assert len(bars) == len(passes) == 12
-    assert ax.get_xlim() == (0, max(x.finish for x in passes))
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["stage 2", "stage 1", "stage 0"]
-    plt.close(fig)

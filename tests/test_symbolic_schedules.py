@@ -178,16 +178,19 @@ def test_closed_form_timeline_matches_brute_force_pass_by_pass():
     for pp, mm in SMALL_GRID[::5]:
         timed = run(gpipe_orders(pp, mm), chain_inputs(pp), {"F": 1, "B": 3})
         closed = S.gpipe_timeline(pp, mm, t_forward=1, t_backward=3)
-        assert len(closed) == len(timed) == 2 * pp * mm
-        for x in closed:
-            assert timed[x.kind, x.stage, x.microbatch] == (x.start, x.finish)
+        intervals = [iv for row in closed.intervals for iv in row]
+        assert len(intervals) == len(timed) == 2 * pp * mm
+        for iv in intervals:
+            stage, kind, microbatch = iv.action
+            assert timed[kind, stage, microbatch] == (iv.start, iv.end)
 
 
 def test_naive_model_parallelism_is_gpipe_with_one_microbatch():
     closed = S.gpipe_timeline(4, 1)
-    busy = sum(x.finish - x.start for x in closed)
-    makespan = max(x.finish for x in closed)
+    busy = sum(iv.end - iv.start for row in closed.intervals for iv in row)
+    makespan = max(iv.end for row in closed.intervals for iv in row)
     assert 1 - busy / (4 * makespan) == numeric.bubble_fraction(4, 1) == 3 / 4
+    assert closed.bubble_fraction == 3 / 4
 
 
 def test_interleaved_against_brute_force():

@@ -30,7 +30,6 @@ from ppbook.symbolic.bubble import (
 )
 from ppbook.symbolic.formula import Formula, formulas
 from ppbook.symbolic.gpipe import (
-    TimedPass,
     backward_finish,
     backward_recurrence_residuals,
     first_microbatch_forwards_by_rsolve,
@@ -74,7 +73,6 @@ from ppbook.symbolic.sizing import (
 
 __all__ = [
     "Formula",
-    "TimedPass",
     "backward_finish",
     "backward_recurrence_residuals",
     "bubble_at_microbatches_per_stage",

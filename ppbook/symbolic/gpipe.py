@@ -24,12 +24,13 @@ Validity: uniform ``t_f``, ``t_b`` on every stage; no overlap of compute and tra
 """
 
 from functools import cache
-from typing import NamedTuple
 
 import sympy as sp
 
+from ppbook.schedules.basic import gpipe
 from ppbook.symbolic.checks import check_count, check_duration
 from ppbook.symbolic.symbols import c, j, k, m, p, s, t_b, t_f, u
+from ppbook.timeline import Timeline
 
 
 @cache
@@ -124,24 +125,16 @@ def gpipe_makespan() -> sp.Expr:
     return sp.factor(gpipe_makespan_with_transfer().subs(c, 0))
 
 
-class TimedPass(NamedTuple):
-    """One pass of a closed-form timeline: ``kind`` is ``"F"`` or ``"B"``."""
-
-    stage: int
-    kind: str
-    microbatch: int
-    start: float
-    finish: float
-
-
 def gpipe_timeline(
     num_stages: int, num_microbatches: int, t_forward: float = 1.0, t_backward: float = 2.0
-) -> list[TimedPass]:
-    """Every pass of a GPipe step, timed by the derived closed forms (no transfer cost).
+) -> Timeline:
+    """GPipe's step timed by the derived closed forms (no transfer cost), as a Timeline.
 
-    With ``num_microbatches=1`` this is naive model parallelism: one device busy at a time.
-    The schedule and simulator layer (``ppbook.simulate``) times any schedule; this small
-    version exists so chapter 1 can draw its first pictures from the formulas themselves.
+    The schedule is :func:`ppbook.schedules.gpipe`; every start and end comes from
+    :func:`forward_finish` and :func:`backward_finish`, not from the simulator, so the
+    result is the same :class:`~ppbook.timeline.Timeline` type that the simulator and the
+    runtime return (plots and metrics work on it), computed the independent way. With
+    ``num_microbatches=1`` this is naive model parallelism: one device busy at a time.
     """
     name = "gpipe_timeline"
     num_stages = check_count(name, "num_stages p", num_stages)
@@ -151,11 +144,22 @@ def gpipe_timeline(
     times = {c: 0, t_f: t_forward, t_b: t_backward, p: num_stages, m: num_microbatches}
     fwd = sp.lambdify((s, j), forward_finish().subs(times), "math")
     bwd = sp.lambdify((u, j), backward_finish().subs(times), "math")
-    passes = []
-    for stage in range(num_stages):
-        for mb in range(num_microbatches):
-            end = float(fwd(stage, mb))
-            passes.append(TimedPass(stage, "F", mb, end - t_forward, end))
-            end = float(bwd(num_stages - 1 - stage, mb))
-            passes.append(TimedPass(stage, "B", mb, end - t_backward, end))
-    return sorted(passes, key=lambda x: (x.stage, x.start))
+    schedule = gpipe(num_stages, num_microbatches)
+    starts, ends = [], []
+    for rank, row in enumerate(schedule.actions):
+        finish = [
+            float(
+                fwd(rank, a.microbatch)
+                if a.kind == "F"
+                else bwd(num_stages - 1 - rank, a.microbatch)
+            )
+            for a in row
+        ]
+        ends.append(finish)
+        starts.append(
+            [
+                e - (t_forward if a.kind == "F" else t_backward)
+                for e, a in zip(finish, row, strict=True)
+            ]
+        )
+    return Timeline.from_arrays(schedule, starts, ends, source="closed form")
