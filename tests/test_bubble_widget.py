@@ -69,3 +69,12 @@ def test_plot_bubble_vs_microbatches_draws_both_conventions():
     plt.close(fig)
     with pytest.raises(ValueError, match="convention"):
         bubble_curve("percent", 4, [1])
+
+
+def test_ratio_above_one_stays_in_view():
+    explorer = bubble_explorer(num_stages=8, num_microbatches=4)
+    r = bubble_ratio(8, 4)
+    assert r == 1.75
+    assert explorer.axes.get_ylim()[1] >= r  # the dashed curve's dot is visible
+    explorer.microbatches_slider.value = 32
+    assert explorer.axes.get_ylim() == (0, 1)

@@ -50,7 +50,8 @@ def test_update_simulates_and_redraws_in_the_same_figure(explorer):
     timeline = explorer.update(
         schedule="interleaved-1f1b", num_stages=4, num_microbatches=8, num_chunks=2, comm=0.5
     )
-    want = simulate(interleaved_1f1b(4, 8, 2), Costs(F=1, B=2, W=1, comm=0.5))
+    # The sliders time 1/p of the model: each of the v = 2 chunk passes takes half.
+    want = simulate(interleaved_1f1b(4, 8, 2), Costs(F=0.5, B=1, W=0.5, comm=0.5))
     assert timeline.makespan == want.makespan
     assert explorer.figure is figure and explorer.axes is axes
     assert len(figure.axes) == 2
@@ -110,3 +111,33 @@ def test_bad_update_arguments_are_value_errors(explorer):
         explorer.update(num_microbatches=65)
     with pytest.raises(ValueError, match="unknown schedule"):
         explorer.update(schedule="nope")
+
+
+def test_more_chunks_shrink_the_bubble_as_in_the_chapter(explorer):
+    spans = [
+        explorer.update(
+            schedule="interleaved-1f1b",
+            num_stages=4,
+            num_microbatches=8,
+            num_chunks=v,
+            F=1.0,
+            B=2.0,
+            comm=0.0,
+        ).makespan
+        for v in (1, 2, 4)
+    ]
+    assert spans == [8 * 3 + 3 * 3, 8 * 3 + 3 * 3 / 2, 8 * 3 + 3 * 3 / 4]  # m(F+B)+(p-1)(F+B)/v
+
+
+def test_memory_panel_follows_the_peak(explorer):
+    explorer.update(schedule="1f1b", num_stages=16, num_microbatches=64)
+    assert explorer.memory_axes.get_ylim()[1] >= 16
+    explorer.update(num_stages=2, num_microbatches=4)
+    assert 2 <= explorer.memory_axes.get_ylim()[1] < 4
+
+
+def test_w_slider_only_for_schedules_that_split_the_backward(explorer):
+    explorer.update(schedule="1f1b", num_stages=4, num_microbatches=8, W=1.0)
+    assert explorer.controls["W"].disabled
+    explorer.update(schedule="zb-h1")
+    assert not explorer.controls["W"].disabled

@@ -24,6 +24,8 @@ from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
 from ppbook.symbolic.symbols import m as m_symbol
 from ppbook.symbolic.symbols import p as p_symbol
 
+DPI = 80
+
 
 def _exact(name: str, p: int, m: int) -> str:
     """The exact value of a derived formula at (p, m), e.g. ``7/39``."""
@@ -62,7 +64,11 @@ class BubbleExplorer(widgets.VBox):
         for slider in (stages_slider, microbatches_slider):
             slider.style.description_width = "initial"
         readout = widgets.HTML()
-        image = widgets.Image(format="png")
+        # Shown at its natural size (6.5 x 3.5 in at DPI): stretched, a PNG turns blurry.
+        width, height = int(6.5 * DPI), int(3.5 * DPI)
+        image = widgets.Image(
+            format="png", layout=widgets.Layout(width=f"{width}px", height=f"{height}px")
+        )
         super().__init__([widgets.HBox([stages_slider, microbatches_slider]), readout, image])
         self.stages_slider = stages_slider
         self.microbatches_slider = microbatches_slider
@@ -108,9 +114,11 @@ class BubbleExplorer(widgets.VBox):
         for convention, value in (("fraction", f), ("ratio", r)):
             self.curves[convention].set_ydata(bubble_curve(convention, p, self.microbatch_range))
             self.markers[convention].set_data([m], [value])
+        # The ratio exceeds 1 when m < p - 1: let the axis follow so its dot stays in view.
+        self.axes.set_ylim(0, max(1.0, 1.1 * r))
         self.axes.set_title(f"p = {p} stages; dots at m = {m}", fontsize="medium")
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png", dpi=80)
+        self.figure.savefig(buffer, format="png", dpi=DPI)
         self.image.value = buffer.getvalue()
 
 

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from ppbook.costs import Costs
 from ppbook.plot import IDLE_COLOR, KIND_COLORS, KIND_NAMES, plot_timeline, title_text
+from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
@@ -60,7 +61,7 @@ class ScheduleExplorer(widgets.VBox):
             "num_chunks": widgets.IntSlider(min=1, max=4, description="chunks v"),
             "F": widgets.FloatSlider(min=0.1, max=4.0, step=0.1, description="F forward"),
             "B": widgets.FloatSlider(min=0.1, max=8.0, step=0.1, description="B backward"),
-            "W": widgets.FloatSlider(min=0.0, max=4.0, step=0.1, description="W (of B)"),
+            "W": widgets.FloatSlider(min=0.0, max=4.0, step=0.1, description="W (part of B)"),
             "comm": widgets.FloatSlider(min=0.0, max=2.0, step=0.05, description="comm c"),
         }
         for control in self.controls.values():
@@ -68,7 +69,13 @@ class ScheduleExplorer(widgets.VBox):
             if hasattr(control, "continuous_update"):
                 control.continuous_update = False
         self.readout = widgets.HTML()
-        self.image = widgets.Image(format="png")
+        # Shown at its natural size: a stretched PNG turns blurry.
+        self.image = widgets.Image(
+            format="png",
+            layout=widgets.Layout(
+                width=f"{int(FIGSIZE[0] * DPI)}px", height=f"{int(FIGSIZE[1] * DPI)}px"
+            ),
+        )
         self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
         self.canvas = FigureCanvasAgg(self.figure)
         self.axes = self.figure.add_axes((0.08, 0.34, 0.9, 0.64))
@@ -136,8 +143,7 @@ class ScheduleExplorer(widgets.VBox):
                 state["num_microbatches"],
                 state["num_chunks"] if spec.chunks == "any" else None,
             )
-            costs = Costs(F=state["F"], B=state["B"], W=state["W"], comm=state["comm"])
-            timeline = simulate(schedule, costs)
+            timeline = simulate(schedule, device_share_costs(schedule, state))
         except (ValueError, NotImplementedError) as exc:
             self.timeline, self.error = None, str(exc)
             self.readout.value = (
@@ -147,6 +153,7 @@ class ScheduleExplorer(widgets.VBox):
             self.image.layout.display = "none"
             return
         self.timeline, self.error = timeline, None
+        self.controls["W"].disabled = not schedule.split_backward
         for axes in (self.axes, self.memory_axes):  # keep the axes, drop the last drawing
             for artist in [*axes.collections, *axes.texts, *axes.lines]:
                 artist.remove()
@@ -159,6 +166,7 @@ class ScheduleExplorer(widgets.VBox):
             max_hatched=MAX_HATCHED,
         )
         peaks = [round(max(line.get_ydata())) for line in self.memory_axes.lines]
+        self.memory_axes.set_ylim(0, 1.08 * max(peaks, default=1) + 0.5)  # follow the peak
         self.readout.value = _metrics_html(timeline, peaks)
         buffer = io.BytesIO()
         self.canvas.print_png(buffer, pil_kwargs={"compress_level": 1})
@@ -197,6 +205,20 @@ class ScheduleExplorer(widgets.VBox):
         self.refresh()
 
 
+def device_share_costs(schedule: Schedule, state: dict) -> Costs:
+    """Costs for the sliders, which time one device's share of the model (1/p of it).
+
+    A micro-batch visits ``len(schedule.route(0))`` stage chunks, so each chunk pass takes
+    the sliders' times scaled by p over that count: F/v for interleaved 1F1B with v chunks
+    (Megatron-LM's accounting: the bubble shrinks by v), F/2 for ZB-V and DualPipeV, F for
+    GPipe, 1F1B and DualPipe (whose two stages per rank are copies).
+    """
+    scale = schedule.num_ranks / len(schedule.route(0))
+    return Costs(
+        F=state["F"] * scale, B=state["B"] * scale, W=state["W"] * scale, comm=state["comm"]
+    )
+
+
 def _metrics_html(timeline: Timeline, peaks: list[int]) -> str:
     """Title, both bubble conventions by name, peak activations, and the colour key."""
     kinds = {step.kind for row in timeline.schedule.actions for step in row}
@@ -212,7 +234,9 @@ def _metrics_html(timeline: Timeline, peaks: list[int]) -> str:
         f"<div style='font-family:monospace'><b>{title}</b><br>"
         f"peak activations per rank (micro-batches of one chunk): {peaks}<br>"
         f"{key} {idle} &nbsp;lighter = later micro-batch; "
-        "memory panel: one line per rank, rank 0 darkest</div>"
+        "memory panel: one line per rank, rank 0 darkest<br>"
+        "F, B, W time one device's share of the model (1/p of it); a chunk pass takes "
+        "that share of them</div>"
     )
 
 
