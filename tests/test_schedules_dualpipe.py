@@ -11,6 +11,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+from bounds import lower_bounds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,36 +23,6 @@ from ppbook.validate import validate
 
 # (F, W, F&B) with I = F, W <= F and F + W <= F&B: the table holds on the middle ranks.
 TABLE_COSTS = [(1, 1, 2), (1, 1, 2.5), (1, 1, 3), (1, 0.5, 2.5), (2, 1, 4), (2, 1, 3), (1, 0, 1.5)]
-
-
-def _step_time(step, per_stage) -> float:
-    """A step's duration by the cost model's rule, computed here, not by the simulator."""
-    if isinstance(step, Action):
-        return per_stage[step.kind][step.stage]
-    forward, backward = step.parts
-    if per_stage["FB"] is not None:
-        return per_stage["FB"][forward.stage]
-    return per_stage["F"][forward.stage] + per_stage[backward.kind][backward.stage]
-
-
-def lower_bounds(schedule: Schedule, costs: Costs) -> tuple[float, float]:
-    """(busiest rank's compute, longest single-micro-batch dependency chain)."""
-    per_stage = costs.per_stage(schedule.num_stages)
-    busiest = max(sum(_step_time(s, per_stage) for s in row) for row in schedule.actions)
-    step_of = {part: step for row in schedule.actions for step in row for part in step.parts}
-    longest = 0.0
-    for j in range(schedule.num_microbatches):
-        route = schedule.route(j)
-        chain = [Action(s, "F", j) for s in route]
-        chain += [
-            Action(s, "I", j) if Action(s, "I", j) in step_of else Action(s, "B", j)
-            for s in reversed(route)
-        ]
-        if Action(route[0], "W", j) in step_of:
-            chain.append(Action(route[0], "W", j))
-        steps = {id(step_of[part]): step_of[part] for part in chain}  # a pair counts once
-        longest = max(longest, sum(_step_time(s, per_stage) for s in steps.values()))
-    return busiest, longest
 
 
 def _pytorch_dualpipev_rows(p: int, m: int) -> list[list[str]]:

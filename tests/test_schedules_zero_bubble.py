@@ -10,11 +10,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from bounds import lower_bounds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbook.costs import Costs
-from ppbook.schedule import Action, Schedule
+from ppbook.schedule import Schedule
 from ppbook.schedules import build, zb_h1, zb_h2, zb_v
 from ppbook.simulate import simulate
 from ppbook.validate import validate
@@ -25,34 +26,6 @@ COSTS_W_SMALL = [(1, 1, 1), (2, 3, 1), (3, 2, 1), (1, 2, 1), (2, 1, 1), (2, 2, 0
 
 def _costs(f, i, w, **kwargs) -> Costs:
     return Costs(F=f, I=i, W=w, **kwargs)
-
-
-def _step_time(step, per_stage) -> float:
-    """A step's duration by the cost model's rule, computed here, not by the simulator."""
-    if isinstance(step, Action):
-        return per_stage[step.kind][step.stage]
-    forward, backward = step.parts
-    if per_stage["FB"] is not None:
-        return per_stage["FB"][forward.stage]
-    return per_stage["F"][forward.stage] + per_stage[backward.kind][backward.stage]
-
-
-def lower_bounds(schedule: Schedule, costs: Costs) -> tuple[float, float]:
-    """(busiest rank's compute, longest single-micro-batch dependency chain)."""
-    per_stage = costs.per_stage(schedule.num_stages)
-    busiest = max(sum(_step_time(s, per_stage) for s in row) for row in schedule.actions)
-    step_of = {part: step for row in schedule.actions for step in row for part in step.parts}
-    longest = 0.0
-    for j in range(schedule.num_microbatches):
-        route = schedule.route(j)
-        chain = [Action(s, "F", j) for s in route]
-        split = Action(route[0], "I", j) in step_of
-        chain += [Action(s, "I" if split else "B", j) for s in reversed(route)]
-        if split:
-            chain.append(Action(route[0], "W", j))
-        steps = {id(step_of[part]): step_of[part] for part in chain}  # a pair counts once
-        longest = max(longest, sum(_step_time(s, per_stage) for s in steps.values()))
-    return busiest, longest
 
 
 def _same_order(schedule: Schedule, rows: list[list[str]]) -> bool:
