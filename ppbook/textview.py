@@ -52,7 +52,7 @@ def text_timeline(timeline: Timeline, width: int = 100, legend: bool = True) -> 
         lines.append(f"{'':>{label_width}}  " + ", ".join([*names, f"{IDLE_CHAR} idle"]))
         lines.append(
             f"{'':>{label_width}}  upper case: even micro-batch, lower case: odd; "
-            f"one column = {step:.4g} time units"
+            f"one column = {step:.4g} {'s' if timeline.source == 'measured' else 'time units'}"
         )
     return "\n".join(lines)
 

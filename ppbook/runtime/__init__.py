@@ -1,1 +1,21 @@
-"""The minimal torch.distributed pipeline runtime (the only layer that imports torch)."""
+"""The minimal torch.distributed pipeline runtime (chapter 3; the only layer that imports torch).
+
+It executes the schedule objects of :mod:`ppbook.schedules`, action by action, on real
+processes, and measures itself into the simulator's :class:`~ppbook.timeline.Timeline`.
+Importing this package imports nothing heavy; import the module you need:
+
+- :mod:`~ppbook.runtime.config`: :class:`RunConfig` (what to run) and :func:`check`;
+- :mod:`~ppbook.runtime.launch`: :func:`launch`, :func:`launch_many`, :class:`PipelineError`;
+- :mod:`~ppbook.runtime.result`: :class:`RunResult` (timelines, loss, gradients);
+- :mod:`~ppbook.runtime.reference`: the same model in one process, and the comparison;
+- :mod:`~ppbook.runtime.measure`: measured costs, and measured against simulated;
+- :mod:`~ppbook.runtime.cli`: ``ppbook run``.
+
+Inside a rank: :mod:`~ppbook.runtime.context` (process group, devices, loopback),
+:mod:`~ppbook.runtime.plan` (which messages go where), :mod:`~ppbook.runtime.comm`
+(messages with identities), :mod:`~ppbook.runtime.stage` (F, B, I, W of one stage),
+:mod:`~ppbook.runtime.execute` (the loop over a rank's actions), :mod:`~ppbook.runtime.clock`
+(timing and clock alignment), :mod:`~ppbook.runtime.models` (example models, cutting a model
+into parts) and :mod:`~ppbook.runtime.worker` (what each process runs).
+:mod:`~ppbook.runtime.examples` and :mod:`~ppbook.runtime.exercises` serve chapter 3.
+"""

@@ -1,13 +1,189 @@
-"""``ppbook run``: placeholder until the runtime lands (being written)."""
+"""``ppbook run``: run a schedule on real processes and print what was measured.
+
+``ppbook run --nproc 2 --schedule 1f1b --microbatches 8`` starts two local processes
+(:func:`ppbook.runtime.launch.launch`); under ``torchrun`` (``RANK`` and ``WORLD_SIZE``
+set) this process is one rank and rank 0 prints. Prints the typical step's timeline and
+metrics, or with ``--json`` one JSON object; ``--compare`` adds the simulation of the same
+schedule under the costs measured in the run; ``--check`` compares the loss and gradients
+with a single-process run. Bad arguments raise ValueError before any process starts
+(:func:`ppbook.cli.main` prints it, exit status 2); a failed rank prints its traceback,
+exit status 1.
+
+torch is imported only inside the handler, so that ``ppbook simulate`` stays fast.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import sys
 
-def add_parser(subparsers) -> None:
-    """Register ``ppbook run``."""
-    parser = subparsers.add_parser("run", help="run a schedule on real processes (coming)")
-    parser.set_defaults(handler=_not_yet)
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``ppbook run`` on ``subparsers``."""
+    parser = subparsers.add_parser(
+        "run",
+        help="run a schedule on real processes and measure it",
+        description=(
+            "Run a pipeline schedule on real processes (gloo on CPU; NCCL with one GPU per "
+            "rank)\nand measure every action. Prints the timeline of a typical step, "
+            "makespan, bubble fraction\nf = idle/total and bubble ratio r = idle/compute. "
+            "Under torchrun, each process is one rank."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
+    return parser
 
 
-def _not_yet(args) -> int:
-    raise NotImplementedError("ppbook run is being written")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``ppbook run``."""
+    what = parser.add_argument_group("the pipeline")
+    what.add_argument("--nproc", type=int, help="p, ranks to start (default 2; torchrun: all)")
+    what.add_argument("--schedule", default="1f1b", help="a schedule name, as for simulate")
+    what.add_argument("--microbatches", type=int, default=8, help="m, micro-batches per step")
+    what.add_argument("--chunks", type=int, help="v, stage chunks per rank (interleaved)")
+    what.add_argument("--steps", type=int, default=3, help="steps to run (the first warms up)")
+    model = parser.add_argument_group("the model")
+    model.add_argument("--model", default="mlp", choices=("mlp", "transformer"))
+    model.add_argument("--hidden", type=int, default=256, help="width of the model")
+    model.add_argument("--blocks", type=int, help="number of blocks (default: one per stage)")
+    model.add_argument("--microbatch-size", type=int, default=16, help="samples per micro-batch")
+    model.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    model.add_argument("--seed", type=int, default=0)
+    where = parser.add_argument_group("processes")
+    where.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    where.add_argument("--timeout", type=float, default=60.0, help="seconds a rank may wait")
+    where.add_argument("--threads", type=int, help="torch threads per rank (default: cores/p)")
+    where.add_argument(
+        "--matching",
+        default="mailbox",
+        choices=("mailbox", "strict", "order"),
+        help="how a receiver pairs messages with micro-batches (see ppbook.runtime.comm)",
+    )
+    where.add_argument(
+        "--fault",
+        metavar="KIND@RANK:POS",
+        help="fail on purpose: raise@1:2 makes rank 1 raise at its action 2 (also hang, exit)",
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    out.add_argument("--compare", action="store_true", help="also simulate with measured costs")
+    out.add_argument("--check", action="store_true", help="compare with a one-process run")
+    out.add_argument("--width", type=int, default=100, help="columns of the text timeline")
+    out.add_argument("--trace", metavar="PATH", help="write a Chrome trace of the typical step")
+
+
+def make_config(args: argparse.Namespace, nproc: int):
+    """The :class:`~ppbook.runtime.config.RunConfig` the arguments ask for."""
+    from ppbook.runtime.config import Fault, RunConfig
+
+    return RunConfig(
+        schedule=args.schedule,
+        nproc=nproc,
+        num_microbatches=args.microbatches,
+        num_chunks=args.chunks,
+        model=args.model,
+        hidden=args.hidden,
+        num_blocks=args.blocks,
+        microbatch_size=args.microbatch_size,
+        steps=args.steps,
+        dtype=args.dtype,
+        device=args.device,
+        timeout=args.timeout,
+        seed=args.seed,
+        num_threads=args.threads,
+        collect_grads=args.check,
+        matching=args.matching,
+        fault=Fault.parse(args.fault) if args.fault else None,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run, print the result; return the exit status."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return _run_one_rank(args)
+    from ppbook.runtime.launch import PipelineError, launch
+
+    config = make_config(args, args.nproc if args.nproc is not None else 2)
+    try:
+        result = launch(config)
+    except PipelineError as exc:
+        print(f"ppbook run: {exc}", file=sys.stderr)
+        return 1
+    return report(result, args)
+
+
+def _run_one_rank(args: argparse.Namespace) -> int:
+    """Under torchrun: be one rank; rank 0 prints the result."""
+    from ppbook.runtime.config import check
+    from ppbook.runtime.worker import serve
+
+    world_size = int(os.environ["WORLD_SIZE"])
+    if args.nproc is not None and args.nproc != world_size:
+        raise ValueError(f"--nproc {args.nproc} differs from torchrun's WORLD_SIZE {world_size}")
+    config = make_config(args, world_size)
+    schedule = check(config)
+    results = serve(int(os.environ["RANK"]), world_size, [(config, schedule)], rendezvous=None)
+    return report(results[0], args) if results else 0
+
+
+def report(result, args: argparse.Namespace) -> int:
+    """Print ``result`` as text or JSON; write the trace if asked; return 0."""
+    from ppbook.runtime.measure import compare
+
+    comparison = compare(result) if args.compare else None
+    if args.check:
+        from ppbook.runtime.reference import assert_matches_reference
+
+        try:
+            assert_matches_reference(result)
+        except AssertionError as exc:
+            print(f"ppbook run: differs from the single-process run: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        out = result.metrics()
+        if comparison is not None:
+            out["comparison"] = comparison.to_dict()
+        if args.check:
+            out["matches_single_process"] = True
+        print(json.dumps(out))
+    else:
+        from ppbook.textview import metrics_text, text_timeline
+
+        timeline = result.timeline
+        print(text_timeline(timeline, width=args.width))
+        print()
+        print(metrics_text(timeline))
+        print("(times in seconds)")
+        print("step times (ms): " + ", ".join(f"{t * 1e3:.2f}" for t in result.step_times))
+        print(f"loss: {result.loss:.6g}")
+        if args.check:
+            print("loss and gradients equal those of the single-process run")
+        if comparison is not None:
+            print()
+            print(comparison.table())
+    if args.trace:
+        from ppbook.trace import to_chrome_trace
+
+        to_chrome_trace(result.timeline, args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ppbook.runtime.cli``: the ``run`` subcommand alone (also for torchrun)."""
+    parser = argparse.ArgumentParser(prog="ppbook run", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as exc:
+        print(f"ppbook run: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

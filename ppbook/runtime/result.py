@@ -1,0 +1,122 @@
+"""What a run gives back: measured timelines (the simulator's type), loss and gradients.
+
+Each rank reports a :class:`RankRecord`; rank 0 gathers them and :func:`assemble` puts
+every rank's times on rank 0's clock (minus the offsets of :func:`~ppbook.runtime.clock.
+clock_offsets`) and makes one :class:`~ppbook.timeline.Timeline` per step with
+``source="measured"``, so every plot, metric and trace export works on a real run.
+Times are in seconds from the first action of the step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ppbook.runtime.config import RunConfig
+from ppbook.schedule import Schedule
+from ppbook.timeline import Timeline
+
+
+@dataclass
+class RankRecord:
+    """One rank's report on one run: per step, its action times and what it computed."""
+
+    rank: int
+    starts: list[list[float]] = field(default_factory=list)  # [step][position]
+    ends: list[list[float]] = field(default_factory=list)
+    executed: list[list[str]] = field(default_factory=list)  # [step] -> parts, in order
+    losses: list[float] = field(default_factory=list)  # [step] -> this rank's loss terms
+    grads: dict[str, torch.Tensor] | None = None  # whole-model name -> gradient (last step)
+    listening: list[str] | None = None  # TCP addresses this rank listened on
+
+
+@dataclass
+class RunResult:
+    """A measured run: one timeline per step, the loss, and (if asked) the gradients.
+
+    ``executed[step][rank]`` lists the actions rank really computed (``"1F3"``; an
+    overlapped pair as its forward then its backward). ``grads`` sums the gradients of
+    copies of one model part (DualPipe), so it compares with the single-process model.
+    """
+
+    config: RunConfig
+    schedule: Schedule
+    timelines: list[Timeline]
+    losses: list[float]
+    executed: list[list[list[str]]]
+    grads: dict[str, torch.Tensor] | None
+    clock_offsets: list[float]  # each rank's clock minus rank 0's, removed from its times
+    clock_errors: list[float]  # bound on each offset's error: half the best round trip
+    listening: list[list[str] | None]
+
+    @property
+    def loss(self) -> float:
+        """The loss of the last step (the mean over the whole batch)."""
+        return self.losses[-1]
+
+    @property
+    def timeline(self) -> Timeline:
+        """The typical step: the median makespan, leaving out the first (warm-up) step."""
+        steps = self.timelines[1:] if len(self.timelines) > 1 else self.timelines
+        ranked = sorted(steps, key=lambda t: t.makespan)
+        return ranked[(len(ranked) - 1) // 2]
+
+    @property
+    def step_times(self) -> list[float]:
+        """The makespan of every step, in seconds."""
+        return [t.makespan for t in self.timelines]
+
+    def metrics(self) -> dict:
+        """The typical step's metrics, plus every step time, the loss and the clock offsets."""
+        out = self.timeline.metrics()
+        out.update(
+            time_unit="s",
+            steps=self.step_times,
+            loss=self.loss,
+            clock_offsets=self.clock_offsets,
+            clock_errors=self.clock_errors,
+        )
+        return out
+
+
+def assemble(
+    config: RunConfig,
+    schedule: Schedule,
+    records: list[RankRecord],
+    offsets: list[float],
+    errors: list[float],
+) -> RunResult:
+    """Rank 0's view of a run from every rank's record."""
+    records = sorted(records, key=lambda r: r.rank)
+    timelines = []
+    for step in range(config.steps):
+        starts = [[t - offsets[r.rank] for t in r.starts[step]] for r in records]
+        ends = [[t - offsets[r.rank] for t in r.ends[step]] for r in records]
+        origin = min((row[0] for row in starts if row), default=0.0)
+        timelines.append(
+            Timeline.from_arrays(
+                schedule,
+                [[t - origin for t in row] for row in starts],
+                [[t - origin for t in row] for row in ends],
+                source="measured",
+            )
+        )
+    grads = None
+    if config.collect_grads:
+        grads = {}
+        for record in records:
+            for name, grad in record.grads.items():
+                grads[name] = grads[name] + grad if name in grads else grad
+    return RunResult(
+        config=config,
+        schedule=schedule,
+        timelines=timelines,
+        losses=[math.fsum(r.losses[step] for r in records) for step in range(config.steps)],
+        executed=[[r.executed[step] for r in records] for step in range(config.steps)],
+        grads=grads,
+        clock_offsets=list(offsets),
+        clock_errors=list(errors),
+        listening=[r.listening for r in records],
+    )

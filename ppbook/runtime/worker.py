@@ -1,0 +1,174 @@
+"""What every rank process runs: join the group, build its stages, run the steps, report.
+
+:func:`main` is the target of the processes :mod:`ppbook.runtime.launch` starts (it lives
+in this importable module, as ``spawn`` needs: a function defined in a notebook cannot be
+started). :func:`serve` is the same work for a process that torchrun started.
+
+One launch can serve several runs (``jobs``) with the same ranks, so that tests and
+benchmarks pay for starting processes and importing torch once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn import functional
+
+from ppbook.runtime.clock import clock_offsets
+from ppbook.runtime.comm import Messenger
+from ppbook.runtime.config import RunConfig, input_shape, num_parts
+from ppbook.runtime.context import Context, init_distributed, listening_addresses
+from ppbook.runtime.execute import StepRunner
+from ppbook.runtime.models import (
+    build_blocks,
+    global_name,
+    make_batch,
+    part_bounds,
+    part_outputs,
+    split_blocks,
+)
+from ppbook.runtime.plan import ACTIVATION, Identity, incoming
+from ppbook.runtime.result import RankRecord, RunResult, assemble
+from ppbook.runtime.stage import Stage
+from ppbook.schedule import Schedule
+
+Job = tuple[RunConfig, Schedule]
+
+
+def main(rank: int, world_size: int, jobs: list[Job], folder: str) -> None:
+    """Entry point of a launched rank: results (rank 0) or its error go to files in ``folder``.
+
+    On an error the rank writes its traceback to ``error-<rank>.json`` and exits at once
+    with status 1, leaving the launcher to stop the other ranks and show the error.
+    """
+    _exit_with_parent()
+    try:
+        results = serve(rank, world_size, jobs, rendezvous=Path(folder) / "rendezvous")
+        if rank == 0:
+            partial = Path(folder) / "results.partial"
+            partial.write_bytes(pickle.dumps(results))
+            partial.rename(Path(folder) / "results.pkl")
+    except BaseException as exc:  # reported to the launcher, which shows it to the user
+        report = {
+            "rank": rank,
+            "time": time.time(),
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
+        (Path(folder) / f"error-{rank}.json").write_text(json.dumps(report))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)  # no clean-up that could wait on a dead peer
+
+
+def _exit_with_parent() -> None:
+    """Exit if the launcher dies (killed before it could stop its ranks): no orphans."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ppbook-parent-watch", daemon=True).start()
+
+
+def serve(
+    rank: int, world_size: int, jobs: list[Job], rendezvous: Path | None
+) -> list[RunResult] | None:
+    """Run ``jobs`` as ``rank``; rank 0 returns one :class:`RunResult` per job."""
+    first = jobs[0][0]
+    ctx = init_distributed(
+        rank,
+        world_size,
+        device=first.device,
+        timeout=first.timeout,
+        rendezvous=rendezvous,
+        verbose=first.verbose or os.environ.get("PPBOOK_VERBOSE") == "1",
+    )
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    torch.set_num_threads(first.num_threads or max(1, (os.cpu_count() or 1) // local_world))
+    offsets, errors = clock_offsets(ctx)
+    results = []
+    for config, schedule in jobs:
+        record = run_job(ctx, config, schedule)
+        gathered = [None] * world_size if rank == 0 else None
+        dist.gather_object(record, gathered, dst=0)
+        if rank == 0:
+            results.append(assemble(config, schedule, gathered, offsets, errors))
+    ctx.close()
+    return results if rank == 0 else None
+
+
+def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
+    """Build this rank's stages for ``config`` and run its steps."""
+    parts = num_parts(schedule)
+    blocks = build_blocks(config, parts)
+    bounds = part_bounds(len(blocks), parts)
+    modules = split_blocks(blocks, parts)
+    dtype = getattr(torch, config.dtype)
+    shape = input_shape(config)
+    layouts = part_outputs(modules, shape, config.microbatch_size, dtype)  # what parts send
+    inputs, targets = make_batch(
+        shape,
+        layouts[-1][1][1:],
+        config.num_microbatches,
+        config.microbatch_size,
+        dtype,
+        config.seed + 1,
+    )
+    log: list[str] = []
+    stages = {}
+    for stage in schedule.stages_on(ctx.rank):
+        part = schedule.model_part(stage)
+        stages[stage] = Stage(
+            stage,
+            copy.deepcopy(modules[part]).to(ctx.device),
+            num_microbatches=config.num_microbatches,
+            first=part == 0,
+            loss_fn=functional.mse_loss if part == parts - 1 else None,
+            split_backward=schedule.split_backward,
+            log=log,
+        )
+
+    def layout(identity: Identity) -> tuple[torch.dtype, tuple[int, ...]]:
+        """A message's payload: the output of the part before (activation) or its own."""
+        stage, what, _ = identity
+        part = schedule.model_part(stage)
+        return layouts[part - 1 if what == ACTIVATION else part]
+
+    messenger = Messenger(ctx, incoming(schedule, ctx.rank), layout, config.matching)
+    record = RankRecord(ctx.rank)
+    for _ in range(config.steps):
+        for stage in stages.values():
+            stage.module.zero_grad(set_to_none=True)
+        log.clear()
+        dist.barrier()  # the ranks start each step together
+        runner = StepRunner(schedule, ctx.rank, stages, messenger, inputs, targets, config.fault)
+        starts, ends, losses = runner.run()
+        record.starts.append(starts)
+        record.ends.append(ends)
+        record.executed.append(list(log))
+        record.losses.append(float(sum(loss.item() for loss in losses)))
+    if config.collect_grads:
+        record.grads = {}
+        for stage in stages.values():
+            part = schedule.model_part(stage.stage)
+            for local, param in stage.module.named_parameters():
+                if param.grad is not None:
+                    name = global_name(bounds, part, local)
+                    grad = param.grad.detach().cpu()
+                    record.grads[name] = record.grads[name] + grad if name in record.grads else grad
+    record.listening = listening_addresses()
+    return record
