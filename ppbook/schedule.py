@@ -202,9 +202,11 @@ class Schedule:
     ) -> Schedule:
         """Build a schedule from rows of action strings (``None`` or ``""`` is an idle step).
 
-        ``stage_to_rank`` and ``num_microbatches`` are inferred from the actions when not
-        given (CSV cannot carry ``routes``: pass them for DualPipe). A malformed cell is a
-        ValueError naming its row, column and text.
+        ``stage_to_rank``, ``num_microbatches`` and ``routes`` are inferred from the actions
+        when not given. CSV carries no routes: when some micro-batch has forwards on only
+        some stages (DualPipe feeds half of them from each end), its route is taken to be
+        those stages in increasing order, which is how :mod:`ppbook.schedules` numbers them.
+        A malformed cell is a ValueError naming its row, column and text.
         """
         actions: list[list[Step]] = []
         for r, row in enumerate(rows):
@@ -222,6 +224,8 @@ class Schedule:
         if num_microbatches is None:
             mbs = [p.microbatch for row in actions for a in row for p in a.parts]
             num_microbatches = max(mbs) + 1 if mbs else 0
+        if routes is None:
+            routes = _infer_routes(actions, len(stage_to_rank), num_microbatches)
         return cls(tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name, routes)
 
     def to_csv(self, path: str | Path | None = None, aligned: bool = True) -> str:
@@ -290,6 +294,19 @@ def _infer_placement(actions: Iterable[Sequence[Step]]) -> tuple[int, ...]:
     if missing:
         raise ValueError(f"stages {missing} have no actions: cannot place them on a rank")
     return tuple(owner[s] for s in range(len(owner)))
+
+
+def _infer_routes(actions, num_stages: int, num_microbatches: int):
+    """Routes from where each micro-batch has forwards, or None when all visit every stage."""
+    visits: list[set[int]] = [set() for _ in range(num_microbatches)]
+    for row in actions:
+        for step in row:
+            for part in step.parts:
+                if part.kind == "F" and part.microbatch < num_microbatches:
+                    visits[part.microbatch].add(part.stage)
+    if all(len(stages) in (0, num_stages) for stages in visits):
+        return None  # every micro-batch goes through every stage (or is missing: validate)
+    return tuple(tuple(sorted(stages)) or tuple(range(num_stages)) for stages in visits)
 
 
 def _check_routes(routes, num_microbatches: int, num_stages: int) -> None:

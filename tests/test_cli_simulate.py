@@ -176,3 +176,30 @@ def test_console_script(tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("ppbook simulate: error: cannot read")
     assert "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_dualpipe_round_trips_through_csv_files(tmp_path, capsys):
+    from ppbook.cli import main
+
+    path = tmp_path / "dualpipe.csv"
+    assert (
+        main(
+            [
+                "simulate",
+                "--schedule",
+                "dualpipe",
+                "--stages",
+                "4",
+                "--microbatches",
+                "8",
+                "--csv",
+                str(path),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    built = json.loads(capsys.readouterr().out)
+    assert main(["simulate", "--from-csv", str(path), "--json"]) == 0
+    loaded = json.loads(capsys.readouterr().out)
+    assert loaded["makespan"] == built["makespan"] and loaded["idle"] == built["idle"]
