@@ -4,7 +4,8 @@ Compute costs are per stage, in any time unit: ``F`` (forward), ``B`` (full back
 ``I`` (backward for the input only) and ``W`` (weight-gradient pass), PyTorch's kinds.
 Given only ``B``, ``I`` and ``W`` default to half of it each; given ``I`` and ``W``, ``B``
 defaults to their sum; given none, ``B = 2 F`` (the usual rule of thumb: a backward costs
-two forwards). An overlapped forward-and-backward pair (DualPipe's F&B) takes ``F + B`` of
+two forwards). All three may be given apart: measured on real hardware, a split backward
+``I + W`` often costs more than the full ``B`` (schedules such as DualPipeV run both). An overlapped forward-and-backward pair (DualPipe's F&B) takes ``F + B`` of
 its two stages unless ``FB`` gives its own time.
 
 Every dependency that crosses ranks pays a transfer time ``comm + comm_bytes / bandwidth``.
@@ -40,6 +41,20 @@ class Costs:
     activation_bytes: Cost | None = None
 
     def __post_init__(self) -> None:
+        for name in ("F", "B", "I", "W", "FB", "activation_bytes"):
+            value = getattr(self, name)
+            if value is None and name != "F":
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                _check_scalar(name, value)
+            elif isinstance(value, Sequence) and not isinstance(value, str):
+                for s, x in enumerate(value):
+                    _check_scalar(f"{name}[{s}]", x)
+            else:
+                raise ValueError(
+                    f"cost {name} must be a number or a list of numbers (one per stage), "
+                    f"got {value!r}"
+                )
         for name in ("comm", "comm_bytes"):
             _check_scalar(name, getattr(self, name))
         if self.bandwidth is not None:

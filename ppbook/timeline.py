@@ -131,21 +131,24 @@ class Timeline:
         """Activations held by ``rank`` over time: ``(time, amount)`` after each change.
 
         Amounts count micro-batch activations of one stage chunk, or bytes with
-        ``in_bytes`` (needs ``activation_bytes``). Frees at a time come before allocations.
+        ``in_bytes`` (needs ``activation_bytes``).
         """
         if in_bytes and self.activation_bytes is None:
             raise ValueError("memory in bytes needs activation_bytes (Costs(activation_bytes=...))")
-        events: list[tuple[float, int, float]] = []
-        for iv in self.intervals[rank]:
+        # Sorted by time, then by execution order: a rank runs one action after another, so at
+        # equal times (back-to-back or zero-length actions) an earlier action's free comes
+        # before a later action's allocation, and an action's start before its own end.
+        events: list[tuple[float, int, int, float]] = []
+        for k, iv in enumerate(self.intervals[rank]):
             for part in iv.action.parts:
                 size = self.activation_bytes[part.stage] if in_bytes else 1
                 if part.kind == "F":
-                    events.append((iv.start, 1, size))
+                    events.append((iv.start, k, 0, size))
                 elif part.kind in ("B", "W"):  # a split backward frees at its W
-                    events.append((iv.end, 0, -size))
-        events.sort(key=lambda e: (e[0], e[1]))
+                    events.append((iv.end, k, 1, -size))
+        events.sort(key=lambda e: e[:3])
         held, curve = 0.0, [(self.origin, 0.0)]
-        for time, _, delta in events:
+        for time, _, _, delta in events:
             held += delta
             curve.append((time, held))
         return curve

@@ -238,3 +238,16 @@ def test_empty_rank_is_allowed_and_idle():
     schedule = Schedule([[Action(0, "F", 0), Action(0, "B", 0)], []], (0,), 1)
     timeline = simulate(schedule)
     assert timeline.busy(1) == 0 and timeline.idle(1) == timeline.makespan == 3
+
+
+def test_zero_costs_keep_the_peak_in_execution_order():
+    # Every action takes no time: memory still follows each rank's order of actions.
+    timeline = simulate(one_f_one_b(4, 8), Costs(F=0, B=0))
+    assert [timeline.peak_activations(r) for r in range(4)] == [4, 3, 2, 1]
+    assert simulate(gpipe(3, 5), Costs(F=0, B=0)).peak_activations(0) == 5
+
+
+@pytest.mark.parametrize("value", [None, "1", [1, "2", 3], True])
+def test_costs_that_are_not_numbers_are_clear_errors(value):
+    with pytest.raises(ValueError, match="must be a number"):
+        Costs(F=value)
