@@ -5,8 +5,9 @@ Compute costs are per stage, in any time unit: ``F`` (forward), ``B`` (full back
 Given only ``B``, ``I`` and ``W`` default to half of it each; given ``I`` and ``W``, ``B``
 defaults to their sum; given none, ``B = 2 F`` (the usual rule of thumb: a backward costs
 two forwards). All three may be given apart: measured on real hardware, a split backward
-``I + W`` often costs more than the full ``B`` (schedules such as DualPipeV run both). An overlapped forward-and-backward pair (DualPipe's F&B) takes ``F + B`` of
-its two stages unless ``FB`` gives its own time.
+``I + W`` often costs more than the full ``B`` (schedules such as DualPipeV run both).
+An overlapped forward-and-backward pair (DualPipe's F&B) takes ``F + B`` of its two
+stages unless ``FB`` gives its own time.
 
 Every dependency that crosses ranks pays a transfer time ``comm + comm_bytes / bandwidth``.
 The transfer delays the receiver but does not occupy either rank (communication overlaps

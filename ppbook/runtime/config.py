@@ -81,10 +81,7 @@ def build_schedule(config: RunConfig) -> Schedule:
         return config.schedule
     from ppbook.schedules import build
 
-    try:
-        return build(config.schedule, config.nproc, config.num_microbatches, config.num_chunks)
-    except NotImplementedError as exc:  # a builder still being written
-        raise ValueError(f"schedule {config.schedule!r} is not available yet ({exc})") from None
+    return build(config.schedule, config.nproc, config.num_microbatches, config.num_chunks)
 
 
 def num_parts(schedule: Schedule) -> int:

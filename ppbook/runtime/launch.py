@@ -104,16 +104,29 @@ def _failure(processes: list, folder: Path) -> PipelineError:
     for path in folder.glob("error-*.json"):
         report = json.loads(path.read_text())
         reports[report["rank"]] = report
-    others = []
+    others, died = [], []
     for rank, process in enumerate(processes):
         if rank in reports:
             continue
         if process.exitcode is not None and process.exitcode < 0:
             others.append(f"rank {rank} was stopped (signal {-process.exitcode})")
         elif process.exitcode != 0:
+            died.append(rank)
             others.append(f"rank {rank} exited with status {process.exitcode} and no report")
     if not reports:
-        return PipelineError("the run failed: " + "; ".join(others))
+        return PipelineError("the run failed: " + "; ".join(others), rank=min(died, default=None))
+    if died:  # a rank that died without a word is the cause; its peers' errors follow from it
+        rank = died[0]
+        peers = [
+            f"rank {r['rank']} then failed: {r['type']}: {r['message'].splitlines()[0]}"
+            for r in sorted(reports.values(), key=lambda r: r["time"])
+        ]
+        lines = [
+            f"rank {rank} exited with status {processes[rank].exitcode} and no report",
+            *peers,
+            *(o for o in others if not o.startswith(f"rank {rank} ")),
+        ]
+        return PipelineError("\n".join(lines), rank=rank)
     first = min(reports.values(), key=lambda r: r["time"])
     later = [
         f"rank {r['rank']} then failed too: {r['type']}: {r['message'].splitlines()[0]}"

@@ -144,7 +144,7 @@ class ScheduleExplorer(widgets.VBox):
                 state["num_chunks"] if spec.chunks == "any" else None,
             )
             timeline = simulate(schedule, device_share_costs(schedule, state))
-        except (ValueError, NotImplementedError) as exc:
+        except ValueError as exc:
             self.timeline, self.error = None, str(exc)
             self.readout.value = (
                 f"<pre style='color:#b00020'>{html.escape(state['schedule'])}: "
