@@ -11,15 +11,25 @@ from hypothesis import strategies as st
 
 from ppbook import symbolic
 from ppbook.costs import Costs
-from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b, zb_h1, zb_h2
+from ppbook.schedules import dualpipe, gpipe, interleaved_1f1b, one_f_one_b, zb_h1, zb_h2
 from ppbook.simulate import simulate
-from ppbook.symbolic.symbols import c, m, p, t_b, t_f, t_i, t_w, v
+from ppbook.symbolic.symbols import c, m, p, t_b, t_f, t_fb, t_i, t_w, v
 
 cost = st.integers(min_value=1, max_value=6)
 
 
 def value(expr, **subs):
-    symbols = {"p": p, "m": m, "v": v, "t_f": t_f, "t_b": t_b, "t_i": t_i, "t_w": t_w, "c": c}
+    symbols = {
+        "p": p,
+        "m": m,
+        "v": v,
+        "t_f": t_f,
+        "t_b": t_b,
+        "t_i": t_i,
+        "t_w": t_w,
+        "c": c,
+        "t_fb": t_fb,
+    }
     return float(expr.subs({symbols[k]: sp.nsimplify(x) for k, x in subs.items()}))
 
 
@@ -93,3 +103,24 @@ def test_zb_h2_when_i_at_least_2w(pp, extra, w, df, di):
     expected = value(symbolic.zb_h2_makespan(), p=pp, m=mm, t_f=f, t_i=i, t_w=w)
     assert timeline.makespan == pytest.approx(expected)
     assert timeline.peak_activations(0) == value(symbolic.zb_h2_peak_activations(), p=pp)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    half=st.integers(1, 4),
+    extra=st.integers(0, 3),
+    f=cost,
+    w_part=st.integers(0, 2),
+    fb_extra=st.integers(0, 3),
+)
+def test_dualpipe_table_bubble_on_the_middle_ranks(half, extra, f, w_part, fb_extra):
+    # The DualPipe table's (p/2-1)(F&B + B - 3W) holds on the middle ranks when I = F,
+    # W <= F and F&B >= F + W (B = I + W is the full backward).
+    pp = 2 * half
+    mm = 2 * pp + 2 * extra
+    w = min(w_part, f)
+    fb = f + w + fb_extra
+    timeline = simulate(dualpipe(pp, mm), Costs(F=f, I=f, W=w, FB=fb))
+    expected = value(symbolic.dualpipe_bubble(), p=pp, t_b=f + w, t_fb=fb, t_w=w)
+    for rank in (pp // 2 - 1, pp // 2):
+        assert timeline.idle(rank) == pytest.approx(expected)

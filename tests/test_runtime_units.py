@@ -28,11 +28,10 @@ from ppbook.runtime.exercises import (
     check_bubble_fraction,
     check_ideal_speedup,
     check_mispairing_schedule,
-    message_order,
 )
 from ppbook.runtime.measure import measured_costs, transfer_gaps
 from ppbook.runtime.models import mlp, part_bounds, split_blocks, transformer
-from ppbook.runtime.plan import ACTIVATION, GRADIENT, describe
+from ppbook.runtime.plan import ACTIVATION, GRADIENT, describe, message_order
 from ppbook.runtime.stage import Stage
 from ppbook.schedule import Schedule
 from ppbook.schedules import gpipe, one_f_one_b
@@ -221,7 +220,11 @@ def test_exercise_checks(capsys):
         ["gradient for 0B0", "gradient for 0B1"],
         ["gradient for 0B1", "gradient for 0B0"],
     )
-    assert check_mispairing_schedule(reordered_backward())
+    # The exercise asks for the forward path: the chapter's backward example is not an answer.
+    assert not check_mispairing_schedule(reordered_backward())
+    assert "Only gradients" in capsys.readouterr().out
+    solution = Schedule.from_strings([["0F0", "0F1", "0B1", "0B0"], ["1F1", "1F0", "1B1", "1B0"]])
+    assert check_mispairing_schedule(solution)
     assert not check_mispairing_schedule(one_f_one_b(2, 4))
     assert "same order" in capsys.readouterr().out
     timeline = simulate(one_f_one_b(2, 4))

@@ -2,15 +2,15 @@
 
 Each ``check_*`` prints whether the answer is right, with a hint when it is not, and
 returns True when it is right (None as the answer: not answered yet).
-:func:`~ppbook.runtime.plan.message_order` (re-exported here) is also a tool of the
-chapter: the order in which one rank sends its messages to another, and in which it uses them.
+:func:`~ppbook.runtime.plan.message_order` is the chapter's tool for exercise 2: the order
+in which one rank sends its messages to another, and in which that one uses them.
 """
 
 from __future__ import annotations
 
 import math
 
-from ppbook.runtime.plan import message_order
+from ppbook.runtime.plan import ACTIVATION, describe, sent_by, used_by
 from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
@@ -36,22 +36,39 @@ def check_ideal_speedup(
 
 
 def check_mispairing_schedule(schedule: Schedule | None) -> bool:
-    """Exercise 2: a valid schedule in which some rank uses messages in another order than
-    they were sent, so that a runtime without identities would pair them wrongly."""
+    """Exercise 2: a valid schedule in which some rank uses the *activations* it receives in
+    another order than they were sent, so that a runtime without identities would hand a
+    forward the wrong micro-batch's input (chapter 3 shows the backward case)."""
     if schedule is None:
         return _say("Replace None with your schedule.", False)
     simulate(schedule)  # valid and deadlock-free, or a ScheduleError says why
+    gradients_only = False
     for src in range(schedule.num_ranks):
         for dst in range(schedule.num_ranks):
             if src == dst:
                 continue
-            sent, used = message_order(schedule, src, dst)
-            if sent != used:
-                return _say(f"Right: rank {src} sends {sent}, rank {dst} uses {used}.", True)
+            sent = [i for d, i in sent_by(schedule, src) if d == dst]
+            used = [i for s, i in used_by(schedule, dst) if s == src]
+            if sent == used:
+                continue
+            forward_sent = [describe(i) for i in sent if i[1] == ACTIVATION]
+            forward_used = [describe(i) for i in used if i[1] == ACTIVATION]
+            if forward_sent != forward_used:
+                return _say(
+                    f"Right: rank {src} sends {forward_sent}, rank {dst} uses {forward_used}.",
+                    True,
+                )
+            gradients_only = True
+    if gradients_only:
+        return _say(
+            "Only gradients are used out of order here, as in the chapter's example: reorder "
+            "the forwards of the receiving rank instead (e.g. 1F1 before 1F0).",
+            False,
+        )
     return _say(
         "Every rank uses its messages in the same order as they are sent: a runtime without "
-        "identities would still pair them right. Reorder the backwards (or forwards) of one "
-        "rank against its neighbour's.",
+        "identities would still pair them right. Reorder the forwards of one rank against "
+        "its neighbour's.",
         False,
     )
 

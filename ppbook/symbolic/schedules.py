@@ -3,9 +3,11 @@
 Each makespan is built from the structure of the schedule, as seen by its busiest
 device: its compute, plus the warm-up chain it waits for before its first backward,
 plus the cool-down chain of backwards it waits for at the end, minus the passes the
-schedule moves into those waits. The bubble is the makespan minus the compute, per
-device (the convention of the Zero Bubble paper and the DualPipe table). No transfer
-cost; uniform pass times on every stage.
+schedule moves into those waits. The "bubble" of these functions is a bubble *time*:
+the makespan minus the compute, per device (Table 2 of the Zero Bubble paper and the
+DualPipe table report this idle time, not one of the two ratios; divide by the makespan
+for the bubble fraction f, by the compute for the bubble ratio r). No transfer cost;
+uniform pass times on every stage.
 
 Sources:
 
