@@ -130,7 +130,8 @@ def check(config: RunConfig) -> Schedule:
     blocks = _count_blocks(config, parts)
     if blocks < parts:
         raise ValueError(
-            f"the model has {blocks} blocks, fewer than the {parts} pipeline parts of "
+            f"the model has {blocks} block{'s' if blocks != 1 else ''}, fewer than the {parts} "
+            f"pipeline parts of "
             f"{schedule.name!r} with {config.nproc} ranks: give it at least {parts} blocks"
         )
     if config.fault is not None and not 0 <= config.fault.rank < config.nproc:
