@@ -91,3 +91,19 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make book" in readme and "make test" in readme
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_jupyterlab_has_the_widget_manager_so_sliders_render():
+    jupyter = Path(sys.executable).with_name("jupyter")
+    if not jupyter.exists():
+        pytest.fail(f"no jupyter next to {sys.executable}: install the project with its deps")
+    out = subprocess.run(
+        [str(jupyter), "labextension", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    )
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+    line = next(li for li in listing.splitlines() if "@jupyter-widgets/jupyterlab-manager" in li)
+    assert "enabled" in line and "OK" in line
