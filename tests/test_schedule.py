@@ -194,3 +194,20 @@ def test_routes_give_neighbours_and_model_parts():
 def test_one_row_csv_text_is_text_not_a_path():
     schedule = Schedule.from_csv_text("0F0,0F1,0B0,0B1")
     assert schedule.num_ranks == 1 and schedule.num_microbatches == 2
+
+
+def test_interleaved_is_pytorchs_order():
+    """Megatron-LM's order as torch.distributed.pipelining builds it, without a process group
+    (its per-rank calculation needs only p, v, m and the micro-batches per round)."""
+    from types import SimpleNamespace
+
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    calculate = schedules.ScheduleInterleaved1F1B._calculate_single_rank_operations
+    for p in range(1, 6):
+        for v in (2, 3):
+            for m in (p, 2 * p, 3 * p):
+                fake = SimpleNamespace(
+                    pp_group_size=p, n_local_stages=v, _n_microbatches=m, microbatches_per_round=p
+                )
+                rows = [[str(a) for a in calculate(fake, r) if a is not None] for r in range(p)]
+                assert interleaved_1f1b(p, m, v).to_strings() == rows, (p, v, m)
