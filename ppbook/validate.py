@@ -75,9 +75,6 @@ class ScheduleIndex:
             return f"{where}: stage {stage} is not in 0..{schedule.num_stages - 1}"
         return f"{where}: micro-batch {mb} is not in 0..{schedule.num_microbatches - 1}"
 
-    def key(self, stage: int, kind: str, microbatch: int) -> int:
-        return (stage * self.num_microbatches + microbatch) * 4 + _KIND_INDEX[kind]
-
     def backward_key(self, stage: int, microbatch: int) -> int:
         """Key of the backward (B, or I when split) of (stage, microbatch)."""
         base = (stage * self.num_microbatches + microbatch) * 4
@@ -130,12 +127,6 @@ class ScheduleIndex:
         if after is not None:
             deps.append(self.backward_key(after, microbatch))
         return deps
-
-    def part(self, key: int) -> Action:
-        """The part with integer ``key``."""
-        pair, k = divmod(key, 4)
-        stage, mb = divmod(pair, self.num_microbatches)
-        return Action(stage, KINDS[k], mb)
 
 
 def validate(schedule: Schedule) -> ScheduleIndex:

@@ -178,3 +178,22 @@ def part_outputs(
             out = part(out)
             layouts.append((out.dtype, tuple(out.shape)))
     return layouts
+
+
+def step_data(config, parts: Sequence[nn.Module]):
+    """``(inputs, targets, layouts)`` of one step of ``config``: the micro-batches every rank
+    and the one-process reference use, and each part's output layout (:func:`part_outputs`)."""
+    from ppbook.runtime.config import input_shape
+
+    dtype = getattr(torch, config.dtype)
+    shape = input_shape(config)
+    layouts = part_outputs(parts, shape, config.microbatch_size, dtype)
+    inputs, targets = make_batch(
+        shape,
+        layouts[-1][1][1:],
+        config.num_microbatches,
+        config.microbatch_size,
+        dtype,
+        config.seed + 1,
+    )
+    return inputs, targets, layouts

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from ppbook.runtime.config import RunConfig, build_schedule, input_shape, num_parts
-from ppbook.runtime.models import build_blocks, make_batch, part_outputs
+from ppbook.runtime.config import RunConfig, build_schedule, num_parts
+from ppbook.runtime.models import build_blocks, step_data
 from ppbook.runtime.result import RunResult
 
 
@@ -21,16 +21,7 @@ def reference_step(config: RunConfig) -> tuple[float, dict[str, torch.Tensor]]:
     """The loss and every parameter's gradient of ``config``'s model in one process."""
     blocks = build_blocks(config, num_parts(build_schedule(config)))
     model = nn.Sequential(*blocks)
-    dtype = getattr(torch, config.dtype)
-    shape = input_shape(config)
-    inputs, targets = make_batch(
-        shape,
-        part_outputs([model], shape, config.microbatch_size, dtype)[-1][1][1:],
-        config.num_microbatches,
-        config.microbatch_size,
-        dtype,
-        config.seed + 1,
-    )
+    inputs, targets, _ = step_data(config, [model])
     loss = functional.mse_loss(model(torch.cat(inputs)), torch.cat(targets))  # whole batch
     loss.backward()
     grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}

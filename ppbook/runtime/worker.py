@@ -26,16 +26,15 @@ from torch.nn import functional
 
 from ppbook.runtime.clock import clock_offsets
 from ppbook.runtime.comm import Messenger
-from ppbook.runtime.config import RunConfig, input_shape, num_parts
+from ppbook.runtime.config import RunConfig, num_parts
 from ppbook.runtime.context import Context, init_distributed, listening_addresses
 from ppbook.runtime.execute import StepRunner
 from ppbook.runtime.models import (
     build_blocks,
     global_name,
-    make_batch,
     part_bounds,
-    part_outputs,
     split_blocks,
+    step_data,
 )
 from ppbook.runtime.plan import ACTIVATION, Identity, incoming
 from ppbook.runtime.result import RankRecord, RunResult, assemble
@@ -117,17 +116,7 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
     blocks = build_blocks(config, parts)
     bounds = part_bounds(len(blocks), parts)
     modules = split_blocks(blocks, parts)
-    dtype = getattr(torch, config.dtype)
-    shape = input_shape(config)
-    layouts = part_outputs(modules, shape, config.microbatch_size, dtype)  # what parts send
-    inputs, targets = make_batch(
-        shape,
-        layouts[-1][1][1:],
-        config.num_microbatches,
-        config.microbatch_size,
-        dtype,
-        config.seed + 1,
-    )
+    inputs, targets, layouts = step_data(config, modules)  # layouts: what parts send
     log: list[str] = []
     stages = {}
     for stage in schedule.stages_on(ctx.rank):
