@@ -110,11 +110,11 @@ def _failure(processes: list, folder: Path) -> PipelineError:
             continue
         if process.exitcode is not None and process.exitcode < 0:
             others.append(f"rank {rank} was stopped (signal {-process.exitcode})")
-        elif process.exitcode != 0:
+        elif process.exitcode not in (0, None):
             died.append(rank)
             others.append(f"rank {rank} exited with status {process.exitcode} and no report")
-    if not reports:
-        return PipelineError("the run failed: " + "; ".join(others), rank=min(died, default=None))
+    if not reports and not died:
+        return PipelineError("the run failed: " + "; ".join(others))
     if died:  # a rank that died without a word is the cause; its peers' errors follow from it
         rank = died[0]
         peers = [
