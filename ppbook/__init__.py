@@ -5,7 +5,7 @@ Layers, lightest first (dependencies flow one way):
 - ``ppbook.symbolic``: closed forms derived with sympy (chapter 1).
 - ``ppbook.schedule``, ``ppbook.schedules``, ``ppbook.simulate``, ``ppbook.timeline``:
   schedules as plain data and the simulator that times them (standard library only).
-- ``ppbook.plot``, ``ppbook.trace``, ``ppbook.widgets``: pictures, Chrome traces, sliders.
+- ``ppbook.views``, ``ppbook.widgets``: pictures, text, Chrome traces, sliders.
 - ``ppbook.runtime``: the minimal torch.distributed pipeline (the only layer that imports torch).
 
 ``import ppbook`` imports none of the heavy layers: import the submodule you need.

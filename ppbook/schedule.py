@@ -1,6 +1,6 @@
 """A pipeline schedule as plain data: per-rank ordered lists of actions.
 
-One schedule, three consumers: :mod:`ppbook.simulate` times it, :mod:`ppbook.plot` draws
+One schedule, three consumers: :mod:`ppbook.simulate` times it, :mod:`ppbook.views.gantt` draws
 it and :mod:`ppbook.runtime` executes it on real processes. Nothing here imports anything
 beyond the standard library.
 

@@ -3,11 +3,11 @@
 import matplotlib.pyplot as plt
 import pytest
 
-from ppbook.bubbleplot import (
+from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
+from ppbook.views.bubble import (
     bubble_curve,
     plot_bubble_vs_microbatches,
 )
-from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
 from ppbook.widgets.bubble import BubbleExplorer, bubble_explorer
 
 

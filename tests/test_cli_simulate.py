@@ -12,7 +12,7 @@ from ppbook.costs import Costs
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build, gpipe, one_f_one_b
 from ppbook.simulate import simulate
-from ppbook.textview import text_timeline
+from ppbook.views.text import text_timeline
 
 PPBOOK = Path(sys.executable).with_name("ppbook")  # the installed console script
 

@@ -11,11 +11,11 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from ppbook.costs import Costs  # noqa: E402
-from ppbook.plot import KIND_COLORS, plot_timeline, timeline_figure  # noqa: E402
 from ppbook.schedule import Schedule  # noqa: E402
 from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b  # noqa: E402
 from ppbook.simulate import simulate  # noqa: E402
 from ppbook.timeline import Timeline  # noqa: E402
+from ppbook.views.gantt import KIND_COLORS, plot_timeline, timeline_figure  # noqa: E402
 
 SPLIT = Schedule.from_strings(
     [["0F0", "0F1", "0I0", "0I1", "0W0", "0W1"], ["1F0", "1I0", "1W0", "1F1", "1I1", "1W1"]],

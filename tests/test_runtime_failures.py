@@ -38,13 +38,13 @@ def processes_with(marker: str) -> list[int]:
 
 
 def run_command(*args: str, timeout: float = 120.0) -> tuple[subprocess.CompletedProcess, float]:
-    """``python -m ppbook.runtime.cli ARGS`` with a marker in its environment; checks that
+    """``python -m ppbook.cli.run ARGS`` with a marker in its environment; checks that
     no process carrying the marker is left once it has ended."""
     marker = f"PPBOOK_TEST_MARK={uuid.uuid4().hex}"
     env = dict(os.environ, PPBOOK_TEST_MARK=marker.split("=")[1])
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "ppbook.runtime.cli", *args],
+        [sys.executable, "-m", "ppbook.cli.run", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -134,7 +134,7 @@ def test_command_prints_json_and_compares():
 def test_under_torchrun_each_process_is_a_rank():
     torchrun = Path(sys.executable).with_name("torchrun")
     done = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "ppbook.runtime.cli",
+        [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "ppbook.cli.run",
          "--schedule", "1f1b", "--microbatches", "4", "--steps", "1", "--hidden", "16",
          "--json", "--check", "--dtype", "float64", "--timeout", "20"],
         capture_output=True, text=True, timeout=100,

@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.nn import functional
 
+from ppbook.cli import run as run_cli
 from ppbook.costs import Costs
-from ppbook.runtime import cli as run_cli
 from ppbook.runtime.comm import decode_header, encode_header
 from ppbook.runtime.config import Fault, RunConfig, check
 from ppbook.runtime.context import _decode_address, is_loopback
@@ -177,7 +177,7 @@ def test_ppbook_cli_run_refuses_bad_arguments(capsys):
 def test_registering_run_does_not_import_torch():
     code = (
         "import argparse, sys\n"
-        "from ppbook.runtime import cli\n"
+        "from ppbook.cli import run as cli\n"
         "cli.add_parser(argparse.ArgumentParser().add_subparsers())\n"
         "print('torch' in sys.modules)\n"
     )

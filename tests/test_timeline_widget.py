@@ -7,9 +7,9 @@ matplotlib.use("Agg")  # tests only: the package never picks a backend
 import pytest  # noqa: E402
 
 from ppbook.costs import Costs  # noqa: E402
-from ppbook.plot import KIND_COLORS  # noqa: E402
 from ppbook.schedules import SCHEDULES, interleaved_1f1b, one_f_one_b  # noqa: E402
 from ppbook.simulate import simulate  # noqa: E402
+from ppbook.views.gantt import KIND_COLORS  # noqa: E402
 from ppbook.widgets.timeline import ScheduleExplorer, schedule_explorer  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ from ppbook.schedule import Schedule
 from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
-from ppbook.trace import to_chrome_trace
+from ppbook.views.trace import to_chrome_trace
 
 OVERLAP = Schedule.from_strings(
     [["0F0", "1F0", "(0F1;1B0)OVERLAP_F_B", "1F1", "1B1", "0B0", "0B1"]], name="overlap"

@@ -9,7 +9,7 @@ Importing this package imports nothing heavy; import the module you need:
 - :mod:`~ppbook.runtime.result`: :class:`RunResult` (timelines, loss, gradients);
 - :mod:`~ppbook.runtime.reference`: the same model in one process, and the comparison;
 - :mod:`~ppbook.runtime.measure`: measured costs, and measured against simulated;
-- :mod:`~ppbook.runtime.cli`: ``ppbook run``.
+- :mod:`~ppbook.cli.run`: ``ppbook run``.
 
 Inside a rank: :mod:`~ppbook.runtime.context` (process group, devices, loopback),
 :mod:`~ppbook.runtime.plan` (which messages go where), :mod:`~ppbook.runtime.comm`

@@ -2,7 +2,7 @@
 
 ``bubble_explorer()`` builds the control; a notebook only displays it. The numbers come
 from :mod:`ppbook.symbolic` (exact values from the derived sympy expressions, floats from
-:mod:`ppbook.symbolic.numeric`), the curves from :mod:`ppbook.bubbleplot`. The plot is a
+:mod:`ppbook.symbolic.numeric`), the curves from :mod:`ppbook.views.bubble`. The plot is a
 matplotlib ``Figure`` rendered to PNG in an ``Image`` widget, so it works with the
 default inline backend, needs no ipympl and touches no pyplot state.
 
@@ -17,12 +17,12 @@ import ipywidgets as widgets
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ppbook.bubbleplot import CONVENTION_LABELS, bubble_curve
 from ppbook.symbolic.checks import check_count
 from ppbook.symbolic.formula import formulas
 from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
 from ppbook.symbolic.symbols import m as m_symbol
 from ppbook.symbolic.symbols import p as p_symbol
+from ppbook.views.bubble import CONVENTION_LABELS, bubble_curve
 
 DPI = 80
 

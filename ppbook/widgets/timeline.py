@@ -3,7 +3,7 @@
 ``schedule_explorer()`` builds the control; a notebook only displays it. Every change
 builds the schedule (:func:`ppbook.schedules.build`), simulates it
 (:func:`ppbook.simulate.simulate`) and redraws the Gantt chart and memory panel
-(:func:`ppbook.plot.plot_timeline`) into one reused matplotlib ``Figure``, rendered to PNG
+(:func:`ppbook.views.gantt.plot_timeline`) into one reused matplotlib ``Figure``, rendered to PNG
 in an ``Image`` widget: no ipympl needed, no pyplot state touched. A combination a
 schedule rejects (interleaved 1F1B with m not a multiple of p, say) shows the rule's
 message instead of a picture.
@@ -23,11 +23,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ppbook.costs import Costs
-from ppbook.plot import IDLE_COLOR, KIND_COLORS, KIND_NAMES, plot_timeline, title_text
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
+from ppbook.views.gantt import IDLE_COLOR, KIND_COLORS, KIND_NAMES, plot_timeline, title_text
 
 FIGSIZE = (10.5, 5.0)  # inches
 DPI = 72

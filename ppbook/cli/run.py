@@ -151,7 +151,7 @@ def report(result, args: argparse.Namespace) -> int:
             out["matches_single_process"] = True
         print(json.dumps(out))
     else:
-        from ppbook.textview import metrics_text, text_timeline
+        from ppbook.views.text import metrics_text, text_timeline
 
         timeline = result.timeline
         print(text_timeline(timeline, width=args.width))
@@ -166,7 +166,7 @@ def report(result, args: argparse.Namespace) -> int:
             print()
             print(comparison.table())
     if args.trace:
-        from ppbook.trace import to_chrome_trace
+        from ppbook.views.trace import to_chrome_trace
 
         to_chrome_trace(result.timeline, args.trace)
         print(f"wrote {args.trace}", file=sys.stderr if args.json else sys.stdout)
@@ -174,7 +174,7 @@ def report(result, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ppbook.runtime.cli``: the ``run`` subcommand alone (also for torchrun)."""
+    """``python -m ppbook.cli.run``: the ``run`` subcommand alone (also for torchrun)."""
     parser = argparse.ArgumentParser(prog="ppbook run", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)

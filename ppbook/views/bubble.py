@@ -1,4 +1,4 @@
-"""Chapter 1's picture of the bubble against m (timelines are drawn by :mod:`ppbook.plot`).
+"""Chapter 1's picture of the bubble against m (timelines are drawn by :mod:`ppbook.views.gantt`).
 
 The functions draw on a matplotlib ``Axes`` the caller owns and change no global
 setting. The bubble curves come from :mod:`ppbook.symbolic.numeric`; every label says

@@ -1,7 +1,7 @@
 """The ``ppbook`` command: ``ppbook simulate ...`` and ``ppbook run ...``.
 
-Each subcommand lives with its layer: :mod:`ppbook.cli_simulate` (standard library and
-matplotlib for ``--png``) and :mod:`ppbook.runtime.cli` (torch, imported only when
+Each subcommand lives with its layer: :mod:`ppbook.cli.simulate` (standard library and
+matplotlib for ``--png``) and :mod:`ppbook.cli.run` (torch, imported only when
 ``run`` is asked for).
 """
 
@@ -13,16 +13,16 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppbook`` console script; returns the exit status."""
-    from ppbook import cli_simulate
-    from ppbook.runtime import cli as run_cli
+    from ppbook.cli import run as run_command
+    from ppbook.cli import simulate as simulate_command
 
     parser = argparse.ArgumentParser(
         prog="ppbook",
         description="Pipeline-parallel schedules: simulate them, or run them on real processes.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{simulate,run}")
-    cli_simulate.add_parser(sub)
-    run_cli.add_parser(sub)
+    simulate_command.add_parser(sub)
+    run_command.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -1,9 +1,9 @@
 """``ppbook simulate``: build or read a schedule, simulate it, print and export the result.
 
-Prints a text timeline (:mod:`ppbook.textview`) and the metrics, or with ``--json`` the
+Prints a text timeline (:mod:`ppbook.views.text`) and the metrics, or with ``--json`` the
 metrics as one JSON object (:meth:`ppbook.timeline.Timeline.metrics`). ``--png``,
-``--trace`` and ``--csv`` write a picture (:mod:`ppbook.plot`), a Chrome trace
-(:mod:`ppbook.trace`) and the schedule in PyTorch's CSV form. Bad input raises a
+``--trace`` and ``--csv`` write a picture (:mod:`ppbook.views.gantt`), a Chrome trace
+(:mod:`ppbook.views.trace`) and the schedule in PyTorch's CSV form. Bad input raises a
 ValueError, which :func:`ppbook.cli.main` prints as one line with exit status 2.
 """
 
@@ -19,7 +19,7 @@ from ppbook.costs import Costs
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
-from ppbook.textview import metrics_text, text_timeline
+from ppbook.views.text import metrics_text, text_timeline
 
 CHUNKS = {"none": "1", "any": "v >= 1", "two": "2"}
 
@@ -152,12 +152,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_trace(timeline, path) -> None:
-    from ppbook.trace import to_chrome_trace
+    from ppbook.views.trace import to_chrome_trace
 
     to_chrome_trace(timeline, path)
 
 
 def _write_png(timeline, path) -> None:
-    from ppbook.plot import timeline_figure
+    from ppbook.views.gantt import timeline_figure
 
     timeline_figure(timeline, memory=True).savefig(path, dpi=120)

@@ -13,7 +13,7 @@ f = idle/total (GPipe, arXiv:1811.06965) and the bubble ratio r = idle/compute
 The boxes of one kind on one chunk are one :class:`~matplotlib.collections.PolyCollection`
 (label = the kind), so drawing stays fast for tens of thousands of actions. Times are
 drawn relative to :attr:`~ppbook.timeline.Timeline.origin`. The memory panel is
-:func:`ppbook.memoryplot.plot_memory`. This module never changes matplotlib's
+:func:`ppbook.views.memory.plot_memory`. This module never changes matplotlib's
 global settings; it imports pyplot only to make a new figure when no axes are given.
 """
 
@@ -26,8 +26,8 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
-from ppbook.memoryplot import plot_memory
 from ppbook.timeline import Timeline
+from ppbook.views.memory import plot_memory
 
 KIND_COLORS = {
     "F": "#1f6fb4",  # blue

@@ -1,8 +1,8 @@
 """The memory panel of a timeline picture: activations held per rank over time (chapter 2).
 
 A step plot of :meth:`~ppbook.timeline.Timeline.memory`, one line per rank, drawn below
-the Gantt chart by :func:`ppbook.plot.plot_timeline` (``memory=True``) or on any axes.
-Like :mod:`ppbook.plot`, it never changes matplotlib's global settings.
+the Gantt chart by :func:`ppbook.views.gantt.plot_timeline` (``memory=True``) or on any axes.
+Like :mod:`ppbook.views.gantt`, it never changes matplotlib's global settings.
 """
 
 from __future__ import annotations
