@@ -14,12 +14,14 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ppbook.checks import as_quantity
 from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
 
 DTYPES = ("float32", "float64")
 DEVICES = ("cpu", "cuda")
 FAULTS = ("raise", "hang", "exit")
+OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class RunConfig:
     input_shape: tuple[int, ...] | None = None  # per sample; needed for a model given as modules
     microbatch_size: int = 4
     steps: int = 1
+    optimizer: str = "sgd"  # stepped after every step; see ppbook.runtime.training
+    lr: float = 0.01  # the optimizer's learning rate; 0 keeps the parameters as they are
     dtype: str = "float32"
     device: str = "cpu"
     timeout: float = 60.0
@@ -105,9 +109,11 @@ def check(config: RunConfig) -> Schedule:
         ("dtype", config.dtype, DTYPES),
         ("device", config.device, DEVICES),
         ("matching", config.matching, ("mailbox", "strict", "order")),
+        ("optimizer", config.optimizer, OPTIMIZERS),
     ):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    as_quantity(config.lr, "lr", "a run")
     if config.device == "cuda":
         import torch
 
