@@ -1,9 +1,14 @@
-"""The derived sympy results against the published formulas of REFERENCES.md.
+"""The sympy results of ppbook.symbolic against the published formulas of REFERENCES.md.
 
 The published formulas are typed in here, on purpose and only here: they are the
-independent answer the derivations in ppbook.symbolic must reach.
+independent answer the derivations in ppbook.symbolic must reach, and the check that the
+closed forms the code adds up from a schedule's structure are the published ones. Where
+one step of a schedule differs from the published value (ZB-H2 when t_i < 2 t_w), the
+test says so and asserts what the simulator measures (tests/test_symbolic_simulator.py
+compares every formula with the simulator).
 """
 
+import pytest
 import sympy as sp
 
 import ppbook.symbolic as S
@@ -115,10 +120,19 @@ def test_zero_bubble_formulas():
     compute = m * (t_f + t_i + t_w)
     assert same(S.zb_h1_makespan(), compute + (p - 1) * (t_f + t_i - t_w))
     assert same(S.zb_h1_bubble(), (p - 1) * (t_f + t_i - t_w))
-    assert same(S.zb_h2_bubble(), (p - 1) * (t_f + t_i - 2 * t_w))
-    assert same(S.zb_h2_makespan(), compute + (p - 1) * (t_f + t_i - 2 * t_w))
+    # ZB-H2, one step: Table 2's bubble when t_i >= 2 t_w, the parallelogram's ends below
+    assert same(S.zb_h2_bubble(), (p - 1) * (t_f + sp.Max(0, t_i - 2 * t_w)))
+    assert same(S.zb_h2_makespan(), compute + S.zb_h2_bubble())
+    d = sp.Symbol("d", nonnegative=True)
+    at_least_2w = {t_i: 2 * t_w + d}
+    assert same(
+        S.zb_h2_bubble().subs(at_least_2w), ((p - 1) * (t_f + t_i - 2 * t_w)).subs(at_least_2w)
+    )
     equal_passes = {t_i: t_f, t_w: t_f}
-    assert S.zb_h2_bubble().subs(equal_passes) == 0
+    # Table 2's zero bubble at F = I = W needs post-validation across steps; one step
+    # idles (p-1) t_f per device, as the simulator measures (27, not 24, at p = 4, m = 8)
+    assert S.zb_h2_bubble().subs(equal_passes) == (p - 1) * t_f
+    assert S.zb_h2_makespan().subs(equal_passes).subs({p: 4, m: 8, t_f: 1}) == 27
     # ZB-H1 cuts 1F1B's bubble (p-1)(F+B+W) to a third when F = B = W (paper, sec. 3)
     one_f_one_b = S.one_f_one_b_bubble().subs(t_b, t_i + t_w)
     assert same(S.zb_h1_bubble().subs(equal_passes) * 3, one_f_one_b.subs(equal_passes))
@@ -156,11 +170,27 @@ def test_formula_registry_gives_expression_latex_and_number():
     for formula in table.values():
         assert formula.source and formula.conditions and formula.meaning
         assert formula.expr.free_symbols <= set(formula.args), formula.name
+        for condition, words in formula.requires:
+            assert condition.free_symbols <= set(formula.args) and words, formula.name
+
+
+def test_only_what_sympy_derives_is_called_derived():
+    derived = {name for name, f in S.formulas().items() if f.provenance == S.DERIVED}
+    assert derived == {
+        "gpipe_makespan",
+        "bubble_time",
+        "bubble_fraction",
+        "bubble_ratio",
+        "bubble_fraction_at_4p",
+        "min_microbatches_fraction",
+        "min_microbatches_ratio",
+    }
+    published = {name for name, f in S.formulas().items() if f.provenance == S.PUBLISHED}
+    assert published == set(S.formulas()) - derived
+    assert S.PUBLISHED == "closed form as published, checked against the simulator"
 
 
 def test_formula_call_rejects_wrong_arguments():
-    import pytest
-
     f = S.formulas()["bubble_ratio"]
     with pytest.raises(TypeError, match=r"missing \['m'\]"):
         f(p=8)
@@ -168,3 +198,42 @@ def test_formula_call_rejects_wrong_arguments():
         f(8, 32, q=1)
     with pytest.raises(TypeError, match="takes"):
         f(8, 32, 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "message"),
+    [
+        # the issue's cases: -1.5 and -1.0 before; refused or the right one-step value now
+        ("zb_h2_bubble", {"p": 4, "t_f": 1, "t_i": 2, "t_w": 3}, r"t_w <= t_f"),
+        ("dualpipe_bubble", {"p": 4, "t_fb": 1, "t_b": 1, "t_w": 1}, r"t_b >= 2 t_w"),
+        ("dualpipe_bubble", {"p": 4, "t_fb": 2, "t_b": 3, "t_w": 1}, r"t_fb >= t_b"),
+        ("dualpipe_bubble", {"p": 5, "t_fb": 4, "t_b": 3, "t_w": 1}, r"an even number of ranks"),
+        ("zb_h1_makespan", {"p": 4, "m": 3, "t_f": 1, "t_i": 1, "t_w": 1}, r"m >= p"),
+        ("zb_h1_bubble", {"p": 4, "t_f": 2, "t_i": 1, "t_w": 2}, r"t_w <= t_i"),
+        ("zb_h2_makespan", {"p": 4, "m": 6, "t_f": 1, "t_i": 1, "t_w": 1}, r"m >= 2p-1"),
+        ("interleaved_makespan", {"p": 4, "m": 6, "v": 2, "t_f": 1, "t_b": 2}, r"multiple"),
+        ("interleaved_peak_activations", {"p": 4, "m": 8, "v": 1}, r"v >= 2"),
+        ("gpipe_makespan", {"p": 4, "m": 8, "t_f": 0, "t_b": 2}, r"t_f to be a finite"),
+        ("bubble_ratio", {"p": 4, "m": 2.0}, r"integer >= 1, got 2.0"),
+        ("min_microbatches_ratio", {"p": 8, "b": 1.5, "v": 1}, r"strictly between 0 and 1"),
+    ],
+)
+def test_formula_calls_refuse_inputs_outside_their_conditions(name, values, message):
+    with pytest.raises(ValueError, match=f"^{name} needs .*{message}"):
+        S.formulas()[name](**values)
+
+
+def test_formula_calls_give_the_right_piecewise_value_and_stay_exact():
+    from decimal import Decimal
+    from fractions import Fraction
+
+    import numpy as np
+
+    table = S.formulas()
+    assert table["zb_h2_bubble"](p=4, t_f=1, t_i=0.5, t_w=1) == 3  # was -1.5
+    assert table["zb_h2_makespan"](p=4, m=8, t_f=1, t_i=1, t_w=1) == 27  # was 24
+    assert table["zb_h2_bubble"](p=4, t_f=1, t_i=3, t_w=1) == 6  # Table 2's (p-1)(F+B-2W)
+    assert table["dualpipe_bubble"](p=4, t_fb=3, t_b=2, t_w=1) == 2
+    # one rule for numbers: Fraction, Decimal and numpy scalars alike
+    assert table["gpipe_makespan"](4, 8, Fraction(1, 3), Decimal("0.5")) == Fraction(55, 6)
+    assert table["gpipe_makespan"](np.int64(4), np.int32(8), np.float64(1), 2) == 33

@@ -1,8 +1,11 @@
 """The checked numeric entry points, the exercise checks and the import boundary."""
 
+import ast
 import subprocess
 import sys
+from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ppbook.symbolic as S
+from ppbook.closed_form import gpipe_timeline
 from ppbook.symbolic import numeric
 from ppbook.symbolic.exercises import (
     WrongAnswer,
@@ -91,6 +95,16 @@ def test_numpy_integers_are_counts():
     assert numeric.bubble_ratio(np.int64(8), np.int32(32)) == 0.21875
 
 
+def test_one_rule_for_numbers_fraction_decimal_and_numpy_alike():
+    """ppbook.checks' rule: these were refused or mishandled by the layer's own checks."""
+    assert numeric.gpipe_makespan(4, 8, Fraction(1, 2), Decimal("1.5")) == 22.0
+    assert numeric.gpipe_makespan(4, 8, np.float32(1), np.int64(2)) == 33.0
+    assert numeric.min_microbatches(8, Decimal("0.1"), "ratio") == 70
+    assert numeric.fraction_from_ratio(Decimal("0.25")) == 0.2
+    with pytest.raises(ValueError, match="target bubble to be finite, got Decimal"):
+        numeric.min_microbatches(8, Decimal("NaN"))
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -116,9 +130,16 @@ def test_numpy_integers_are_counts():
         (lambda: numeric.min_microbatches(0, 0.1), "num_stages p >= 1, got 0"),
         (lambda: numeric.fraction_from_ratio(-0.1), "bubble ratio r >= 0, got -0.1"),
         (lambda: numeric.ratio_from_fraction(1), "bubble fraction 0 <= f < 1, got 1"),
-        (lambda: numeric.gpipe_makespan(4, 8, 0, 1), "forward time t_f > 0 and finite, got 0"),
-        (lambda: numeric.gpipe_makespan(4, 8, 1, "2"), "backward time t_b to be a number"),
-        (lambda: S.gpipe_timeline(4, 0), "gpipe_timeline needs num_microbatches m >= 1"),
+        (
+            lambda: numeric.gpipe_makespan(4, 8, 0, 1),
+            "gpipe_makespan needs forward time t_f to be a finite number > 0, got 0",
+        ),
+        (
+            lambda: numeric.gpipe_makespan(4, 8, 1, "2"),
+            r"backward time t_b to be a finite number > 0, got '2' \(str\)",
+        ),
+        (lambda: numeric.gpipe_makespan(4, 8, 1, float("inf")), "finite number > 0, got inf"),
+        (lambda: gpipe_timeline(4, 0), "gpipe_timeline needs num_microbatches m >= 1"),
         (lambda: S.bubble_expr("percent"), 'convention must be "fraction" or "ratio"'),
     ],
 )
@@ -171,6 +192,31 @@ def test_symbolic_layer_imports_neither_torch_nor_matplotlib():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_symbolic_layer_imports_nothing_of_ppbook_but_itself_and_checks():
+    """The import cycle is gone: no schedules, no timeline, no simulator below sympy."""
+    folder = Path(S.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name == "ppbook" or name.startswith("ppbook."):
+                    allowed = name == "ppbook.checks" or name.startswith("ppbook.symbolic")
+                    assert allowed, f"{path.name} imports {name}"
+    code = (
+        "import sys, ppbook.symbolic, ppbook.symbolic.numeric\n"
+        "print(sorted(n for n in sys.modules if n.startswith('ppbook.')"
+        " and not n.startswith('ppbook.symbolic')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['ppbook.checks']"
 
 
 def test_plain_import_of_ppbook_does_not_import_sympy():

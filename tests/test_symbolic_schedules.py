@@ -12,6 +12,7 @@ from fractions import Fraction
 import pytest
 
 import ppbook.symbolic as S
+from ppbook.closed_form import gpipe_timeline
 from ppbook.symbolic import numeric
 from ppbook.symbolic.symbols import c, m, p, t_b, t_f, t_i, t_w, v
 
@@ -177,7 +178,7 @@ def test_gpipe_with_transfer_cost_against_brute_force():
 def test_closed_form_timeline_matches_brute_force_pass_by_pass():
     for pp, mm in SMALL_GRID[::5]:
         timed = run(gpipe_orders(pp, mm), chain_inputs(pp), {"F": 1, "B": 3})
-        closed = S.gpipe_timeline(pp, mm, t_forward=1, t_backward=3)
+        closed = gpipe_timeline(pp, mm, t_forward=1, t_backward=3)
         intervals = [iv for row in closed.intervals for iv in row]
         assert len(intervals) == len(timed) == 2 * pp * mm
         for iv in intervals:
@@ -186,7 +187,7 @@ def test_closed_form_timeline_matches_brute_force_pass_by_pass():
 
 
 def test_naive_model_parallelism_is_gpipe_with_one_microbatch():
-    closed = S.gpipe_timeline(4, 1)
+    closed = gpipe_timeline(4, 1)
     busy = sum(iv.end - iv.start for row in closed.intervals for iv in row)
     makespan = max(iv.end for row in closed.intervals for iv in row)
     assert 1 - busy / (4 * makespan) == numeric.bubble_fraction(4, 1) == 3 / 4

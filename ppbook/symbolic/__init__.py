@@ -1,19 +1,28 @@
-"""ppbook's symbolic layer: pipeline-parallel closed forms derived with sympy (chapter 1).
+"""ppbook's symbolic layer: pipeline-parallel closed forms in sympy (chapter 1).
 
-Nothing here is typed in when it can be derived: the GPipe makespan comes from the
-recurrences of its timeline (:mod:`.gpipe`), the two bubble conventions from the
-makespan (:mod:`.bubble`), the other schedules from their warm-up and cool-down
-structure (:mod:`.schedules`, :mod:`.memory`), the sizing inverses by solving for ``m``
-(:mod:`.sizing`). Every function here returns a sympy expression in the glossary's
-symbols (:mod:`.symbols`: ``p`` stages, ``m`` micro-batches, ``v`` chunks, ``t_f``,
-``t_b``, ``t_i``, ``t_w`` pass times). :func:`formulas` gives each result with its LaTeX,
-a fast numeric function, its conditions and its source; :mod:`.numeric` has checked
-numeric entry points such as ``numeric.bubble_fraction(p, m, v=1)``.
+Two kinds of result live here, and each says which it is (:mod:`.record`):
 
-Sources: GPipe, arXiv:1811.06965; Megatron-LM, arXiv:2104.04473; PipeDream-Flush,
-arXiv:2006.09503; Zero Bubble, arXiv:2401.10241; DeepSeek-V3 / DualPipe,
-arXiv:2412.19437; the Hugging Face Ultra-Scale Playbook. This layer imports sympy only:
-never torch, never matplotlib.
+- **derived** with sympy: the GPipe makespan from the recurrences of its timeline
+  (:mod:`.gpipe`), the two bubble conventions from that makespan and the identities
+  between them (:mod:`.bubble`), the sizing inverses by solving for ``m`` (:mod:`.sizing`);
+- **closed forms as published, checked against the simulator**: 1F1B, interleaved 1F1B,
+  ZB-H1, ZB-H2 and DualPipe (:mod:`.schedules`) and the peak activations (:mod:`.memory`),
+  which the code adds up from each schedule's known structure; the tests compare every
+  one with :func:`ppbook.simulate.simulate` on a grid within its conditions.
+
+Every function returns a sympy expression in the glossary's symbols (:mod:`.symbols`:
+``p`` stages, ``m`` micro-batches, ``v`` chunks, ``t_f``, ``t_b``, ``t_i``, ``t_w`` pass
+times of one device's share of the model). :func:`formulas` gives each result with its
+LaTeX, its conditions (stated, and checked when it is called with numbers), its source
+and how it was obtained; :mod:`.numeric` has checked numeric entry points such as
+``numeric.bubble_fraction(p, m, v=1)``. :func:`ppbook.closed_form.gpipe_timeline` puts the
+derived GPipe times on a schedule as a Timeline.
+
+Sources (REFERENCES.md): GPipe, arXiv:1811.06965; Megatron-LM, arXiv:2104.04473;
+PipeDream-Flush, arXiv:2006.09503; Zero Bubble, arXiv:2401.10241; DeepSeek-V3 /
+DualPipe, arXiv:2412.19437; the Hugging Face Ultra-Scale Playbook. This layer imports
+sympy and, of ppbook, only :mod:`ppbook.checks`: never torch, never matplotlib, never
+the schedules or the simulator.
 """
 
 from ppbook.symbolic.bubble import (
@@ -28,7 +37,7 @@ from ppbook.symbolic.bubble import (
     per_device_bubble_time,
     ratio_from_fraction,
 )
-from ppbook.symbolic.formula import Formula, formulas
+from ppbook.symbolic.formula import formulas
 from ppbook.symbolic.gpipe import (
     backward_finish,
     backward_recurrence_residuals,
@@ -38,7 +47,6 @@ from ppbook.symbolic.gpipe import (
     forward_recurrence_residuals,
     gpipe_makespan,
     gpipe_makespan_with_transfer,
-    gpipe_timeline,
 )
 from ppbook.symbolic.memory import (
     dualpipe_peak_activations,
@@ -48,6 +56,7 @@ from ppbook.symbolic.memory import (
     zb_h1_peak_activations,
     zb_h2_peak_activations,
 )
+from ppbook.symbolic.record import DERIVED, PUBLISHED, Formula
 from ppbook.symbolic.schedules import (
     dualpipe_bubble,
     interleaved_bubble,
@@ -72,6 +81,8 @@ from ppbook.symbolic.sizing import (
 )
 
 __all__ = [
+    "DERIVED",
+    "PUBLISHED",
     "Formula",
     "backward_finish",
     "backward_recurrence_residuals",
@@ -97,7 +108,6 @@ __all__ = [
     "gpipe_makespan",
     "gpipe_makespan_with_transfer",
     "gpipe_peak_activations",
-    "gpipe_timeline",
     "interleaved_bubble",
     "interleaved_bubble_fraction",
     "interleaved_bubble_ratio",

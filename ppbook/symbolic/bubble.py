@@ -3,8 +3,7 @@
 Two numbers in circulation describe the same idle time ``I`` of a step (REFERENCES.md):
 
 - the **bubble fraction** ``f = I / (I + C)``, idle time over total device time, is
-  GPipe's ``O((K-1)/(M+K-1))`` (Huang et al. 2019, arXiv:1811.06965, sec. 2.3) and the
-  Zero Bubble paper's "bubble rate" (Qi et al. 2024, arXiv:2401.10241);
+  GPipe's ``O((K-1)/(M+K-1))`` (Huang et al. 2019, arXiv:1811.06965, sec. 2.3);
 - the **bubble ratio** ``r = I / C``, idle time over ideal compute time, is Megatron-LM's
   "bubble time fraction" (Narayanan et al. 2021, arXiv:2104.04473, sec. 2.2.1) and the
   Hugging Face Ultra-Scale Playbook's ``r_bubble = (p-1)/m``.
@@ -12,7 +11,9 @@ Two numbers in circulation describe the same idle time ``I`` of a step (REFERENC
 For GPipe and 1F1B, ``I = p (p-1)(t_f + t_b)`` summed over all ``p`` devices and
 ``C = p m (t_f + t_b)``, so ``f = (p-1)/(m+p-1)`` and ``r = (p-1)/m``. Whatever the
 schedule, ``f = r/(1+r)`` and ``r = f/(1-f)``: :func:`convention_identity_residuals`
-proves it with sympy.
+proves it with sympy. (The Zero Bubble paper's "bubble rate", Qi et al. 2024,
+arXiv:2401.10241, is a third measure over the longest stage span; it equals f for GPipe,
+1F1B and ZB-H1.)
 """
 
 from functools import cache

@@ -1,9 +1,8 @@
-"""A derived result in three forms: sympy expression, LaTeX, fast numeric function.
+"""The registry of chapter 1's closed forms: :func:`formulas`, each a :class:`Formula`.
 
-:func:`formulas` is the registry of every result chapter 1 derives, by name, each a
-:class:`Formula` with its conditions of validity and its source. A formula is called
-with numbers for its arguments, by position (in the order of ``args``) or by symbol
-name::
+Each entry says whether it is derived with sympy or a closed form as published, checked
+against the simulator (:mod:`.record`), its conditions in words and as checks a call
+makes, and its source (REFERENCES.md)::
 
     >>> from ppbook.symbolic import formulas
     >>> f = formulas()["bubble_fraction"]
@@ -11,67 +10,49 @@ name::
     '\\\\frac{p - 1}{m + p - 1}'
     >>> f(p=8, m=32)
     0.1794871794871795
+    >>> formulas()["zb_h2_bubble"](p=4, t_f=1, t_i=2, t_w=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: zb_h2_bubble needs t_w <= t_f (W no longer than F), got t_f = 1, t_w = 3
 
-Calls do no input checking: :mod:`ppbook.symbolic.numeric` has the checked entry points.
+Pass times are those of one micro-batch through one device's share of the model (1/p of
+its layers); interleaved 1F1B runs each of its v chunk passes in t_f/v and t_b/v, as the
+simulator does under the same :class:`~ppbook.costs.Costs` (ppbook's cost convention).
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache
 from types import MappingProxyType
 
 import sympy as sp
 
 from ppbook.symbolic import bubble, gpipe, memory, schedules, sizing
+from ppbook.symbolic.record import DERIVED, PUBLISHED, Formula
 from ppbook.symbolic.symbols import m, p, t_b, t_f, t_fb, t_i, t_w, target, v
-
-
-@dataclass(frozen=True)
-class Formula:
-    """One derived result: ``expr`` in the symbols ``args``, with its meaning and source."""
-
-    name: str
-    expr: sp.Expr
-    args: tuple[sp.Symbol, ...]
-    meaning: str
-    conditions: str
-    source: str
-
-    @property
-    def latex(self) -> str:
-        """The expression as LaTeX, for a notebook's Markdown or a plot label."""
-        return sp.latex(self.expr)
-
-    @cached_property
-    def function(self) -> Callable[..., float]:
-        """The expression compiled by :func:`sympy.lambdify` to plain Python (``math``)."""
-        return sp.lambdify(self.args, self.expr, modules="math")
-
-    def __call__(self, *values, **named):
-        """Evaluate at numbers given by position (order of ``args``) or by symbol name."""
-        names = [a.name for a in self.args]
-        unknown = sorted(set(named) - set(names))
-        if len(values) > len(names) or unknown:
-            raise TypeError(f"{self.name} takes {names}, got {values} and {sorted(named)}")
-        given = dict(zip(names, values, strict=False)) | named
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise TypeError(f"{self.name} takes {names}, missing {missing}")
-        return self.function(*(given[n] for n in names))
-
 
 _GPIPE = "GPipe, Huang et al. 2019, arXiv:1811.06965, sec. 2.3"
 _MEGATRON = "Megatron-LM, Narayanan et al. 2021, arXiv:2104.04473"
 _ZB = "Zero Bubble, Qi et al. 2024, arXiv:2401.10241, Table 2"
 _DUALPIPE = "DeepSeek-V3, arXiv:2412.19437, Table 2; deepseek-ai/DualPipe README"
 _UNIFORM = "uniform pass times on every stage, no transfer cost"
-_INTERLEAVED = _UNIFORM + "; m a multiple of p"
-_ZB_VALID = _UNIFORM + "; t_w <= t_f and t_w <= t_i"
+_SHARE = "t_f, t_b for one device's share of the model (a chunk pass takes t_f/v, t_b/v)"
+_INTERLEAVED = f"{_UNIFORM}; {_SHARE}; m a multiple of p when v > 1"
+
+_MULTIPLE = (sp.Or(sp.Eq(v, 1), sp.Eq(sp.Mod(m, p), 0)), "m a multiple of p when v > 1")
+_W_LE_F = (t_w <= t_f, "t_w <= t_f (W no longer than F)")
+_W_LE_I = (t_w <= t_i, "t_w <= t_i (W no longer than I)")
+_P_EVEN = (sp.Eq(sp.Mod(p, 2), 0), "an even number of ranks p")
+_ZB_H1 = f"{_UNIFORM}; t_w <= t_f and t_w <= t_i; m >= p"
+_ZB_H2 = f"{_UNIFORM}; t_w <= t_f; m >= 2p-1 (the schedule's own condition)"
+_DUALPIPE_VALID = (
+    f"{_UNIFORM}; p even, m even and m >= 2p; the table's B is the full backward with "
+    "I = F, so t_b = t_f + t_w; W <= F and F&B >= F + W, that is t_b >= 2 t_w and "
+    "t_fb >= t_b; the idle time of the two middle ranks (of every rank when t_fb = t_f + t_b)"
+)
 
 
 @cache
 def formulas() -> MappingProxyType[str, Formula]:
-    """Every result of chapter 1 by name, read-only (derived on first call, under a second)."""
+    """Every closed form of chapter 1 by name, read-only (built on first call, in a second)."""
     entries = [
         Formula(
             "gpipe_makespan",
@@ -80,30 +61,34 @@ def formulas() -> MappingProxyType[str, Formula]:
             "time of one GPipe (or 1F1B) step",
             _UNIFORM + "; any m >= 1",
             _GPIPE,
+            DERIVED,
         ),
         Formula(
             "bubble_time",
             bubble.gpipe_bubble_time(),
             (p, m, t_f, t_b),
             "idle time of a GPipe step over all p devices",
-            _UNIFORM,
+            _UNIFORM + "; any m >= 1",
             _GPIPE,
+            DERIVED,
         ),
         Formula(
             "bubble_fraction",
             bubble.bubble_fraction(),
             (p, m),
             "bubble fraction f = idle / total time, GPipe and 1F1B",
-            _UNIFORM,
-            _GPIPE + "; Zero Bubble's bubble rate",
+            _UNIFORM + "; any m >= 1",
+            _GPIPE,
+            DERIVED,
         ),
         Formula(
             "bubble_ratio",
             bubble.bubble_ratio(),
             (p, m),
             "bubble ratio r = idle / ideal compute time, GPipe and 1F1B",
-            _UNIFORM,
+            _UNIFORM + "; any m >= 1",
             _MEGATRON + ", sec. 2.2.1; Ultra-Scale Playbook r_bubble",
+            DERIVED,
         ),
         Formula(
             "interleaved_makespan",
@@ -112,6 +97,8 @@ def formulas() -> MappingProxyType[str, Formula]:
             "time of one interleaved 1F1B step, v chunks",
             _INTERLEAVED,
             _MEGATRON + ", sec. 2.2.2",
+            PUBLISHED,
+            (_MULTIPLE,),
         ),
         Formula(
             "interleaved_bubble_fraction",
@@ -120,6 +107,8 @@ def formulas() -> MappingProxyType[str, Formula]:
             "bubble fraction f of interleaved 1F1B",
             _INTERLEAVED,
             _MEGATRON + ", sec. 2.2.2",
+            PUBLISHED,
+            (_MULTIPLE,),
         ),
         Formula(
             "interleaved_bubble_ratio",
@@ -128,70 +117,86 @@ def formulas() -> MappingProxyType[str, Formula]:
             "bubble ratio r of interleaved 1F1B",
             _INTERLEAVED,
             _MEGATRON + ", sec. 2.2.2; Ultra-Scale Playbook",
+            PUBLISHED,
+            (_MULTIPLE,),
         ),
         Formula(
             "zb_h1_makespan",
             schedules.zb_h1_makespan(),
             (p, m, t_f, t_i, t_w),
             "time of one ZB-H1 step (t_i: input-gradient pass, the paper's B)",
-            _ZB_VALID + "; m >= p",
+            _ZB_H1,
             _ZB,
+            PUBLISHED,
+            (_W_LE_F, _W_LE_I, (m >= p, "m >= p")),
         ),
         Formula(
             "zb_h1_bubble",
             schedules.zb_h1_bubble(),
             (p, t_f, t_i, t_w),
-            "idle time of one device under ZB-H1",
-            _ZB_VALID + "; m >= p",
+            "idle time of each device in one ZB-H1 step",
+            _ZB_H1,
             _ZB,
+            PUBLISHED,
+            (_W_LE_F, _W_LE_I),
         ),
         Formula(
             "zb_h2_makespan",
             schedules.zb_h2_makespan(),
             (p, m, t_f, t_i, t_w),
-            "time of one ZB-H2 step",
-            _UNIFORM + "; t_w <= t_f and t_i >= 2 t_w; m >= 2p-1",
-            _ZB,
+            "time of one ZB-H2 step; Table 2's when t_i >= 2 t_w",
+            _ZB_H2,
+            _ZB + "; one step when t_i < 2 t_w: ppbook.schedules.zero_bubble",
+            PUBLISHED,
+            (_W_LE_F, (m >= 2 * p - 1, "m >= 2p-1")),
         ),
         Formula(
             "zb_h2_bubble",
             schedules.zb_h2_bubble(),
             (p, t_f, t_i, t_w),
-            "idle time of one device under ZB-H2",
-            _UNIFORM + "; t_w <= t_f and t_i >= 2 t_w; m >= 2p-1",
-            _ZB,
+            "idle time of each device in one ZB-H2 step; Table 2's when t_i >= 2 t_w",
+            _ZB_H2,
+            _ZB + "; one step when t_i < 2 t_w: ppbook.schedules.zero_bubble",
+            PUBLISHED,
+            (_W_LE_F,),
         ),
         Formula(
             "dualpipe_bubble",
             schedules.dualpipe_bubble(),
             (p, t_fb, t_b, t_w),
             "DualPipe's bubble (t_b: full backward; t_fb: overlapped F&B pair)",
-            "p even; as published, not derived",
+            _DUALPIPE_VALID,
             _DUALPIPE,
+            PUBLISHED,
+            (_P_EVEN, (t_b >= 2 * t_w, "t_b >= 2 t_w (W <= F)"), (t_fb >= t_b, "t_fb >= t_b")),
         ),
         Formula(
             "gpipe_peak_activations",
             memory.gpipe_peak_activations(),
             (m,),
             "peak in-flight micro-batches on the first stage, GPipe",
-            "any m",
+            "any m >= 1",
             _GPIPE,
+            PUBLISHED,
         ),
         Formula(
             "one_f_one_b_peak_activations",
             memory.one_f_one_b_peak_activations(),
             (p, m),
             "peak in-flight micro-batches on the first stage, 1F1B",
-            "any m",
+            "any m >= 1",
             "PipeDream-Flush, arXiv:2006.09503",
+            PUBLISHED,
         ),
         Formula(
             "interleaved_peak_activations",
             memory.interleaved_peak_activations(),
             (p, m, v),
-            "peak in-flight activations, first device, in full-stage units",
+            "peak in-flight activations, first device, in micro-batches of a full stage",
             "v >= 2; m a multiple of p",
             _MEGATRON + ", sec. 2.2.2",
+            PUBLISHED,
+            ((v >= 2, "v >= 2 (with v = 1, 1F1B's)"), _MULTIPLE),
         ),
         Formula(
             "zb_h1_peak_activations",
@@ -200,6 +205,7 @@ def formulas() -> MappingProxyType[str, Formula]:
             "peak in-flight micro-batches per device, ZB-H1",
             "m >= p",
             _ZB,
+            PUBLISHED,
         ),
         Formula(
             "zb_h2_peak_activations",
@@ -208,14 +214,17 @@ def formulas() -> MappingProxyType[str, Formula]:
             "peak in-flight micro-batches per device, ZB-H2",
             "m >= 2p-1",
             _ZB,
+            PUBLISHED,
         ),
         Formula(
             "dualpipe_peak_activations",
             memory.dualpipe_peak_activations(),
             (p,),
-            "activations per device, DualPipe (table's units)",
-            "p even",
+            "activations per device, DualPipe, in micro-batches of one model part",
+            "p even, m even and m >= 2p",
             _DUALPIPE,
+            PUBLISHED,
+            (_P_EVEN,),
         ),
         Formula(
             "bubble_fraction_at_4p",
@@ -224,6 +233,7 @@ def formulas() -> MappingProxyType[str, Formula]:
             "bubble fraction at GPipe's m = 4p",
             _UNIFORM,
             _GPIPE,
+            DERIVED,
         ),
         Formula(
             "min_microbatches_fraction",
@@ -232,6 +242,7 @@ def formulas() -> MappingProxyType[str, Formula]:
             "smallest m with bubble fraction <= b",
             "at least 1; with v > 1 round up to a multiple of p",
             _GPIPE,
+            DERIVED,
         ),
         Formula(
             "min_microbatches_ratio",
@@ -240,6 +251,7 @@ def formulas() -> MappingProxyType[str, Formula]:
             "smallest m with bubble ratio <= b",
             "at least 1; with v > 1 round up to a multiple of p",
             _MEGATRON,
+            DERIVED,
         ),
     ]
     return MappingProxyType({f.name: f for f in entries})

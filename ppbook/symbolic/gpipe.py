@@ -21,16 +21,16 @@ is a proof. The makespan is the finish of the last backward, ``B(p-1, m-1)``:
     makespan = (m + p - 1)(t_f + t_b) + 2(p - 1) c.
 
 Validity: uniform ``t_f``, ``t_b`` on every stage; no overlap of compute and transfers.
+These are derived results: the recurrences are GPipe's order and dependencies, and sympy
+checks the closed forms against them. :func:`ppbook.closed_form.gpipe_timeline` puts
+them on a schedule as a Timeline.
 """
 
 from functools import cache
 
 import sympy as sp
 
-from ppbook.schedules.basic import gpipe
-from ppbook.symbolic.checks import check_count, check_duration
 from ppbook.symbolic.symbols import c, j, k, m, p, s, t_b, t_f, u
-from ppbook.timeline import Timeline
 
 
 @cache
@@ -123,43 +123,3 @@ def gpipe_makespan_with_transfer() -> sp.Expr:
 def gpipe_makespan() -> sp.Expr:
     """GPipe's makespan without transfer cost, factored: (m+p-1)(t_f+t_b)."""
     return sp.factor(gpipe_makespan_with_transfer().subs(c, 0))
-
-
-def gpipe_timeline(
-    num_stages: int, num_microbatches: int, t_forward: float = 1.0, t_backward: float = 2.0
-) -> Timeline:
-    """GPipe's step timed by the derived closed forms (no transfer cost), as a Timeline.
-
-    The schedule is :func:`ppbook.schedules.gpipe`; every start and end comes from
-    :func:`forward_finish` and :func:`backward_finish`, not from the simulator, so the
-    result is the same :class:`~ppbook.timeline.Timeline` type that the simulator and the
-    runtime return (plots and metrics work on it), computed the independent way. With
-    ``num_microbatches=1`` this is naive model parallelism: one device busy at a time.
-    """
-    name = "gpipe_timeline"
-    num_stages = check_count(name, "num_stages p", num_stages)
-    num_microbatches = check_count(name, "num_microbatches m", num_microbatches)
-    t_forward = check_duration(name, "t_forward", t_forward)
-    t_backward = check_duration(name, "t_backward", t_backward)
-    times = {c: 0, t_f: t_forward, t_b: t_backward, p: num_stages, m: num_microbatches}
-    fwd = sp.lambdify((s, j), forward_finish().subs(times), "math")
-    bwd = sp.lambdify((u, j), backward_finish().subs(times), "math")
-    schedule = gpipe(num_stages, num_microbatches)
-    starts, ends = [], []
-    for rank, row in enumerate(schedule.actions):
-        finish = [
-            float(
-                fwd(rank, a.microbatch)
-                if a.kind == "F"
-                else bwd(num_stages - 1 - rank, a.microbatch)
-            )
-            for a in row
-        ]
-        ends.append(finish)
-        starts.append(
-            [
-                e - (t_forward if a.kind == "F" else t_backward)
-                for e, a in zip(finish, row, strict=True)
-            ]
-        )
-    return Timeline.from_arrays(schedule, starts, ends, source="closed form")

@@ -1,6 +1,9 @@
 """Peak in-flight activations on the first stage, per schedule (chapter 1, REFERENCES.md).
 
-The unit is the activations of one micro-batch on one full stage. A micro-batch's
+Closed forms as published, checked against the simulator (not derived): the tests
+compare each with :meth:`ppbook.timeline.Timeline.peak_activations` on a grid within its
+conditions. The unit is the activations of one micro-batch on one full stage (one
+device's share of the model); a chunk of an interleaved schedule holds 1/v of that. A micro-batch's
 activations are in flight on a device from the start of its forward until its backward
 (or, with the backward split, its weight-gradient pass W) has run. The first stage holds
 the most: it starts the most forwards before the first backward comes back.

@@ -1,17 +1,21 @@
 """Fast, checked numeric versions of chapter 1's formulas, for sliders and sizing a job.
 
-Each function evaluates a derived sympy expression (:func:`ppbook.symbolic.formulas`),
-compiled once by ``lambdify``, after checking its input: counts are integers ``>= 1``
-(``int`` or an integral numpy integer; not ``bool``, not ``2.5``), a target bubble lies
-in (0, 1). A bad input raises ``ValueError`` saying what was wrong and what would be right.
+Each function evaluates a sympy expression of :func:`ppbook.symbolic.formulas`, compiled
+once by ``lambdify``, after checking its input on ppbook's one rule for numbers
+(:mod:`ppbook.checks`): counts are integers ``>= 1`` (``int`` or a numpy integer; not
+``bool``, not ``2.5``), pass times finite and ``> 0`` (int, float, Fraction, Decimal or a
+numpy scalar), a target bubble lies in (0, 1). A bad input raises ``ValueError`` saying
+what was wrong and what would be right. Every other formula is checked the same way when
+called through its record: ``formulas()["zb_h2_makespan"](p=4, m=8, t_f=1, t_i=1, t_w=1)``
+also refuses inputs outside the formula's conditions.
 
 Conventions (REFERENCES.md): the bubble **fraction** f = idle/total is GPipe's
-(arXiv:1811.06965) and the Zero Bubble paper's (arXiv:2401.10241); the bubble **ratio**
+(arXiv:1811.06965); the bubble **ratio**
 r = idle/compute is Megatron-LM's (arXiv:2104.04473) and the Ultra-Scale Playbook's.
 With ``v > 1`` chunks (interleaved 1F1B) ``m`` must be a multiple of ``p``.
 """
 
-from ppbook.symbolic.checks import check_count, check_duration, check_share
+from ppbook.symbolic.checks import check_count, check_share, check_time
 from ppbook.symbolic.formula import formulas
 
 
@@ -80,6 +84,6 @@ def gpipe_makespan(p: int, m: int, t_f: float = 1.0, t_b: float = 2.0) -> float:
     func = "gpipe_makespan"
     p = check_count(func, "num_stages p", p)
     m = check_count(func, "num_microbatches m", m)
-    t_f = check_duration(func, "forward time t_f", t_f)
-    t_b = check_duration(func, "backward time t_b", t_b)
+    t_f = check_time(func, "forward time t_f", t_f)
+    t_b = check_time(func, "backward time t_b", t_b)
     return float(formulas()["gpipe_makespan"].function(p, m, t_f, t_b))

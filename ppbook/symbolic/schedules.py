@@ -1,13 +1,21 @@
 """Makespans and bubbles of 1F1B, interleaved 1F1B, ZB-H1, ZB-H2 and DualPipe.
 
-Each makespan is built from the structure of the schedule, as seen by its busiest
-device: its compute, plus the warm-up chain it waits for before its first backward,
-plus the cool-down chain of backwards it waits for at the end, minus the passes the
-schedule moves into those waits. The "bubble" of these functions is a bubble *time*:
-the makespan minus the compute, per device (Table 2 of the Zero Bubble paper and the
-DualPipe table report this idle time, not one of the two ratios; divide by the makespan
-for the bubble fraction f, by the compute for the bubble ratio r). No transfer cost;
-uniform pass times on every stage.
+These are closed forms as published, checked against the simulator, not derived: the
+code adds each makespan up from the schedule's known structure, as seen by its busiest
+device (its compute, the warm-up chain it waits for before its first backward, the
+cool-down chain of backwards it waits for at the end, minus the passes the schedule
+moves into those waits), and the tests compare every one with
+:func:`ppbook.simulate.simulate` on a grid of p, m and pass times within its conditions.
+Outside its conditions a formula is wrong, not approximate: its :class:`~.record.Formula`
+record refuses such inputs.
+
+The "bubble" of these functions is a bubble *time*: the makespan minus the compute, per
+device (Table 2 of the Zero Bubble paper and the DualPipe table report this idle time,
+not one of the two ratios; divide by the makespan for the bubble fraction f, by the
+compute for the bubble ratio r). No transfer cost; uniform pass times on every stage.
+Pass times are those of one micro-batch through one device's share of the model (1/p of
+its layers): ppbook's cost convention, under which the simulator runs an interleaved
+chunk pass in t_f/v (REFERENCES.md).
 
 Sources:
 
@@ -46,7 +54,8 @@ def pipeline_makespan(
 def one_f_one_b_makespan() -> sp.Expr:
     """1F1B: m(t_f+t_b) of compute, (p-1) forwards of warm-up, (p-1) backwards of cool-down.
 
-    Valid for any ``m >= 1`` (PyTorch's Schedule1F1B asks ``m >= p``). Equals GPipe's.
+    As published (equal to GPipe's), checked against the simulator for any ``m >= 1``
+    (PyTorch's Schedule1F1B asks ``m >= p``).
     """
     warmup = sp.summation(t_f, (k, 1, p - 1))
     cooldown = sp.summation(t_b, (k, 1, p - 1))
@@ -63,10 +72,12 @@ def one_f_one_b_bubble() -> sp.Expr:
 def interleaved_makespan() -> sp.Expr:
     """Interleaved 1F1B with v chunks per device: m(t_f+t_b) + (p-1)(t_f+t_b)/v.
 
-    Each device holds v chunks of 1/v of a stage's layers, so a chunk pass lasts t_f/v
-    or t_b/v. The compute is unchanged (v chunks, m micro-batches each); the warm-up and
-    cool-down chains are still p-1 steps long, but each step is one chunk pass.
-    Valid when ``m`` is a multiple of ``p`` (Megatron-LM's condition) and ``v >= 1``.
+    ``t_f`` and ``t_b`` are the passes of one device's share of the model; each of its v
+    chunks holds 1/v of that share, so a chunk pass lasts t_f/v or t_b/v (the simulator
+    runs it so under the same costs). The compute is unchanged (v chunks, m micro-batches
+    each); the warm-up and cool-down chains are still p-1 steps long, but each step is one
+    chunk pass. As published (Megatron-LM, sec. 2.2.2), checked against the simulator for
+    ``v >= 1`` and, when ``v > 1``, ``m`` a multiple of ``p`` (Megatron-LM's condition).
     """
     compute = sp.summation(m * (t_f + t_b) / v, (k, 1, v))
     warmup = sp.summation(t_f / v, (k, 1, p - 1))
@@ -98,8 +109,9 @@ def zb_h1_makespan() -> sp.Expr:
 
     Structure: the warm-up chain is p-1 forwards; the cool-down chain carries only the
     input gradients, p-1 passes of t_i, because W passes leave the critical path; p-1
-    deferred W passes fill that wait. Valid when ``t_w <= t_f`` and ``t_w <= t_i`` (so the
-    deferred W passes fit the gaps they fill) and ``m >= p``. Peak activations as 1F1B.
+    deferred W passes fill that wait. As published (Table 2), checked against the
+    simulator when ``t_w <= t_f``, ``t_w <= t_i`` (so the deferred W passes fit the gaps
+    they fill) and ``m >= p``. Peak activations as 1F1B.
     """
     compute = m * (t_f + t_i + t_w)
     warmup = sp.summation(t_f, (k, 1, p - 1))
@@ -110,46 +122,62 @@ def zb_h1_makespan() -> sp.Expr:
 
 @cache
 def zb_h1_bubble() -> sp.Expr:
-    """Idle time of one device under ZB-H1: (p-1)(t_f+t_i-t_w); same validity."""
+    """Idle time of each device in one ZB-H1 step: (p-1)(t_f+t_i-t_w); same conditions."""
     return sp.factor(zb_h1_makespan() - m * (t_f + t_i + t_w))
 
 
 @cache
 def zb_h2_makespan() -> sp.Expr:
-    """ZB-H2: m(t_f+t_i+t_w) + (p-1)(t_f+t_i-2t_w).
+    """ZB-H2, one step: m(t_f+t_i+t_w) + (p-1)(t_f + max(0, t_i-2t_w)).
 
-    Structure: as ZB-H1, and extra warm-up forwards (up to 2p-1 in flight) let W passes
-    fill the warm-up wait too, 2(p-1) W passes in all (the paper's Table 2). Valid for
-    one step when ``t_w <= t_f``, ``t_i >= 2 t_w`` and ``m >= 2p-1``; when
-    ``t_i < 2 t_w`` one step takes m(t_f+t_i+t_w) + (p-1) t_f (the ends of the
-    parallelogram), which only post-validating the optimizer step hides (paper, sec. 4).
+    Structure: as ZB-H1, with more warm-up forwards (up to 2p-1 in flight) so that two W
+    passes, not one, can follow each input gradient of the cool-down; they fill each of
+    its p-1 waits of t_i up to the whole of it. When ``t_i >= 2 t_w`` this
+    is Table 2's m(t_f+t_i+t_w) + (p-1)(t_f+t_i-2t_w). When ``t_i < 2 t_w`` one step
+    takes (p-1) t_f beyond its compute (the two triangles at the ends of the
+    parallelogram: the last device cannot start before (p-1) t_f); Table 2's zero bubble
+    at F = I = W counts them as overlapped with the neighbouring steps, which the paper's
+    optimizer post-validation allows (sec. 4). Checked against the simulator when
+    ``t_w <= t_f`` and ``m >= 2p-1`` (ZB-H2's own condition).
     """
     compute = m * (t_f + t_i + t_w)
     warmup = sp.summation(t_f, (k, 1, p - 1))
-    cooldown = sp.summation(t_i, (k, 1, p - 1))
-    filled = sp.summation(2 * t_w, (k, 1, p - 1))
-    return pipeline_makespan(compute, warmup, cooldown, filled)
+    # each cool-down wait t_i, less the two W passes that fill it
+    unfilled = sp.summation(sp.Max(0, t_i - 2 * t_w), (k, 1, p - 1))
+    return pipeline_makespan(compute, warmup, unfilled)
 
 
 @cache
 def zb_h2_bubble() -> sp.Expr:
-    """Idle time of one device under ZB-H2: (p-1)(t_f+t_i-2t_w); same validity."""
+    """Idle time of each device in one ZB-H2 step: (p-1)(t_f + max(0, t_i-2t_w)).
+
+    Table 2's (p-1)(t_f+t_i-2t_w) when ``t_i >= 2 t_w``; same conditions as the makespan.
+    """
     return sp.factor(zb_h2_makespan() - m * (t_f + t_i + t_w))
 
 
 @cache
 def dualpipe_bubble() -> sp.Expr:
-    """DualPipe's bubble (p/2-1)(t_fb+t_b-3t_w), as published (not derived here).
+    """DualPipe's bubble (p/2-1)(t_fb+t_b-3t_w), as published, checked against the simulator.
 
     From the DeepSeek-V3 report (arXiv:2412.19437, Table 2) and the DualPipe README,
     where B is the full backward (t_b) and F&B the overlapped forward-and-backward chunk
-    pair (t_fb). DualPipeV has the same bubble on p/2 devices. Valid for an even number
-    of pipeline ranks ``p``; each device holds two copies of the parameters.
+    pair (t_fb). It is the idle time of the two middle ranks when p is even, m even and
+    m >= 2p, the table's B is I + W with I = F (so t_b = t_f + t_w), W <= F and
+    F&B >= F + W (so t_b >= 2 t_w and t_fb >= t_b); every rank idles that long when
+    F&B = F + B. Outside these conditions the simulated idle time differs, either way
+    (:mod:`ppbook.schedules.dualpipe`). DualPipeV on p ranks has the table's PP = 2p: its
+    bottom rank idles (p-1)(t_fb+t_b-3t_w) in chunk pass times, which under ppbook's cost
+    convention are half of one device's share.
     """
     return (p / 2 - 1) * (t_fb + t_b - 3 * t_w)
 
 
 @cache
 def zb1p_bubble_dualpipe_notation() -> sp.Expr:
-    """The DualPipe table's ZB1P row, (p-1)(t_f+t_b-2t_w), with B the full backward."""
+    """The DualPipe table's ZB1P row, (p-1)(t_f+t_b-2t_w), with B the full backward.
+
+    As published; with t_b = t_i + t_w it is ZB-H1's bubble, and so holds under its
+    conditions.
+    """
     return (p - 1) * (t_f + t_b - 2 * t_w)

@@ -1,10 +1,10 @@
 """Sizing a job: how many micro-batches bring the bubble under a target (chapter 1).
 
-The reader picks a convention, ``"fraction"`` (f = idle/total, GPipe arXiv:1811.06965,
-Zero Bubble arXiv:2401.10241) or ``"ratio"`` (r = idle/compute, Megatron-LM
-arXiv:2104.04473, Ultra-Scale Playbook), and a target ``b`` in (0, 1). Both are
-decreasing in ``m``, so the smallest ``m`` with bubble ``<= b`` is the ceiling of the
-root of ``bubble(m) = b``, solved here with sympy. With ``v`` chunks (interleaved 1F1B)
+The reader picks a convention, ``"fraction"`` (f = idle/total, GPipe arXiv:1811.06965)
+or ``"ratio"`` (r = idle/compute, Megatron-LM arXiv:2104.04473, Ultra-Scale Playbook),
+and a target ``b`` in (0, 1). Both are decreasing in ``m``, so the smallest ``m`` with
+bubble ``<= b`` is the ceiling of the root of ``bubble(m) = b``, derived here with sympy
+from the published interleaved bubble (:mod:`.schedules`). With ``v`` chunks (interleaved 1F1B)
 the formulas hold for ``m`` a multiple of ``p``; ``v = 1`` gives GPipe and 1F1B.
 
 GPipe's advice (sec. 2.3): the bubble is "negligible when M >= 4K". At ``m = 4p`` the

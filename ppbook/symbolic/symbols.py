@@ -6,12 +6,15 @@ symbol     meaning
 ``p``      num_stages: pipeline stages, one per device
 ``m``      num_microbatches: micro-batches per training step
 ``v``      num_chunks: model chunks per device (interleaved schedules)
-``t_f``    time of one forward pass of one micro-batch on one stage (F)
-``t_b``    time of one full backward pass of one micro-batch on one stage (B in GPipe,
-           Megatron-LM, PyTorch and the DualPipe table)
-``t_i``    time of the input-gradient part of the backward (PyTorch's ``I``; the Zero
-           Bubble paper calls it B)
-``t_w``    time of the weight-gradient part of the backward (W); ``t_b = t_i + t_w``
+``t_f``    time of one forward pass of one micro-batch through one device's share of
+           the model (1/p of its layers, a stage); an interleaved schedule runs each
+           of its v chunk passes in t_f/v (ppbook's cost convention, as the simulator)
+``t_b``    the same for one full backward pass (B in GPipe, Megatron-LM, PyTorch and
+           the DualPipe table)
+``t_i``    the same for the input-gradient part of the backward (PyTorch's ``I``; the
+           Zero Bubble paper calls it B)
+``t_w``    the same for the weight-gradient part of the backward (W); ``t_b = t_i + t_w``
+           when the backward splits without overhead
 ``t_fb``   time of one overlapped forward-and-backward chunk pair (DualPipe's F&B)
 ``c``      time of one point-to-point transfer between neighbouring devices
 ``s``      a stage index, ``0 <= s < p``
