@@ -52,14 +52,13 @@ def test_stages_give_the_gradients_of_the_whole_model(model, split):
 
     parts = [p.double() for p in split_blocks(blocks, 2)]
     log: list[str] = []
-    first = Stage(0, parts[0], num_microbatches=1, first=True, split_backward=split, log=log)
+    first = Stage(0, parts[0], num_microbatches=1, first=True, log=log)
     last = Stage(
         1,
         parts[1],
         num_microbatches=1,
         first=False,
         loss_fn=functional.mse_loss,
-        split_backward=split,
         log=log,
     )
     last.forward(0, first.forward(0, x).detach(), target)
@@ -80,14 +79,6 @@ def test_stages_give_the_gradients_of_the_whole_model(model, split):
             reference = expected[f"{bounds[k][0] + int(index)}.{rest}"].grad
             torch.testing.assert_close(param.grad, reference, rtol=1e-12, atol=1e-12)
     assert not first.saved and not first.weight_work and not last.weight_work
-
-
-def test_split_backward_rejects_a_module_run_twice():
-    shared = torch.nn.Linear(4, 4)
-    stage = Stage(0, torch.nn.Sequential(shared, shared), num_microbatches=1, first=True,
-                  split_backward=True)  # fmt: skip
-    with pytest.raises(ValueError, match="ran twice"):
-        stage.forward(0, torch.randn(2, 4))
 
 
 def test_part_bounds_cut_evenly_and_refuse_too_few_blocks():

@@ -6,13 +6,14 @@ order of ``schedule.actions[rank]``, built by :mod:`ppbook.schedules` and checke
 simulator. Each step of that list goes through three phases:
 
 1. receive: what each part of the step needs from another stage (its input activation
-   for ``F``, the gradient of its output for ``B`` or ``I``; nothing for ``W``), from
-   another rank through :class:`~ppbook.runtime.comm.Messenger` or from a stage of this
-   rank through ``local``;
+   for ``F``, the gradient of its output for ``B`` or ``I``; nothing for ``W``: the rules
+   of :mod:`ppbook.dependencies`), from another rank through
+   :class:`~ppbook.runtime.comm.Messenger` or from a stage of this rank through ``local``;
 2. compute, timed by the :class:`~ppbook.runtime.clock.ActionClock`: the forward or the
    backward on the :class:`~ppbook.runtime.stage.Stage` (an ``OverlapFB`` pair runs its
    forward, then its backward, and is timed as one step, as the simulator counts it);
-3. send: each result to the stage that waits for it, without waiting for delivery.
+3. send: each result to the stage that waits for it (``sends`` of
+   :mod:`ppbook.dependencies`), without waiting for delivery.
 
 Waiting for data is outside the timed interval: it is idle time, the bubble.
 """
@@ -24,10 +25,10 @@ import time
 
 import torch
 
+from ppbook.dependencies import needs, sends
 from ppbook.runtime.clock import ActionClock
 from ppbook.runtime.comm import Messenger
 from ppbook.runtime.config import Fault
-from ppbook.runtime.plan import ACTIVATION, GRADIENT
 from ppbook.runtime.stage import Stage
 from ppbook.schedule import Action, Schedule
 
@@ -86,13 +87,11 @@ class StepRunner:
     def receive(self, part: Action) -> torch.Tensor | None:
         """What ``part`` needs from another stage (None: the data, the loss, or nothing)."""
         stage, kind, microbatch = part
-        before, after = self.schedule.neighbours(stage, microbatch)
-        if kind == "F":
-            if before is None:
-                return self.inputs[microbatch].to(self.device)
-            return self._take(before, (stage, ACTIVATION, microbatch))
-        if kind in ("B", "I") and after is not None:
-            return self._take(after, (stage, GRADIENT, microbatch))
+        for need in needs(self.schedule, stage, kind, microbatch):
+            if need.message is not None:  # data from another stage, not an order on its own
+                return self._take(need.stage, (stage, need.message, microbatch))
+        if kind == "F":  # the first stage of the route: the model input
+            return self.inputs[microbatch].to(self.device)
         return None
 
     def compute(self, part: Action, data: torch.Tensor | None) -> torch.Tensor | None:
@@ -112,11 +111,10 @@ class StepRunner:
     def deliver(self, part: Action, result: torch.Tensor | None) -> None:
         """Send ``result`` of ``part`` to the stage that waits for it, if any."""
         stage, kind, microbatch = part
-        before, after = self.schedule.neighbours(stage, microbatch)
-        if kind == "F" and after is not None:
-            self._put(after, (after, ACTIVATION, microbatch), result)
-        elif kind in ("B", "I") and before is not None:
-            self._put(before, (before, GRADIENT, microbatch), result)
+        sent = sends(self.schedule, stage, kind, microbatch)
+        if sent is not None:
+            receiver, what = sent
+            self._put(receiver, (receiver, what, microbatch), result)
 
     def _take(self, peer_stage: int, identity: tuple[int, int, int]) -> torch.Tensor:
         peer = self.schedule.stage_to_rank[peer_stage]

@@ -2,18 +2,31 @@
 
 A message is named by its identity ``(stage, what, microbatch)``: the stage that receives
 it, ``ACTIVATION`` (the input of that stage's ``F``) or ``GRADIENT`` (the gradient of its
-output, for its ``B`` or ``I``), and the micro-batch. The schedule alone fixes, for every
-pair of ranks, the order in which one sends its messages to the other (the order of the
-sender's actions) and the order in which the other uses them (the order of its own
-actions). The two orders can differ; :mod:`ppbook.runtime.comm` copes with that, and
-knowing the sender's order lets a rank post its receives before it needs the data.
+output, for its ``B`` or ``I``), and the micro-batch. Which action sends and which one
+receives each message is the rule of :mod:`ppbook.dependencies` (``sends`` and ``needs``).
+The schedule alone fixes, for every pair of ranks, the order in which one sends its
+messages to the other (the order of the sender's actions) and the order in which the
+other uses them (the order of its own actions). The two orders can differ;
+:mod:`ppbook.runtime.comm` copes with that, and knowing the sender's order lets a rank post
+its receives before it needs the data.
 """
 
 from __future__ import annotations
 
+from ppbook.dependencies import ACTIVATION, GRADIENT, needs, sends
 from ppbook.schedule import Schedule
 
-ACTIVATION, GRADIENT = 0, 1
+__all__ = [  # ACTIVATION and GRADIENT are named here too, with the identities
+    "ACTIVATION",
+    "GRADIENT",
+    "Identity",
+    "describe",
+    "incoming",
+    "message_order",
+    "sent_by",
+    "used_by",
+]
+
 Identity = tuple[int, int, int]
 
 
@@ -31,11 +44,10 @@ def sent_by(schedule: Schedule, rank: int) -> list[tuple[int, Identity]]:
     out = []
     for step in schedule.actions[rank]:
         for stage, kind, mb in step.parts:
-            before, after = schedule.neighbours(stage, mb)
-            if kind == "F" and after is not None and rank_of[after] != rank:
-                out.append((rank_of[after], (after, ACTIVATION, mb)))
-            elif kind in ("B", "I") and before is not None and rank_of[before] != rank:
-                out.append((rank_of[before], (before, GRADIENT, mb)))
+            sent = sends(schedule, stage, kind, mb)
+            if sent is not None and rank_of[sent[0]] != rank:
+                receiver, what = sent
+                out.append((rank_of[receiver], (receiver, what, mb)))
     return out
 
 
@@ -45,11 +57,9 @@ def used_by(schedule: Schedule, rank: int) -> list[tuple[int, Identity]]:
     out = []
     for step in schedule.actions[rank]:
         for stage, kind, mb in step.parts:
-            before, after = schedule.neighbours(stage, mb)
-            if kind == "F" and before is not None and rank_of[before] != rank:
-                out.append((rank_of[before], (stage, ACTIVATION, mb)))
-            elif kind in ("B", "I") and after is not None and rank_of[after] != rank:
-                out.append((rank_of[after], (stage, GRADIENT, mb)))
+            for need in needs(schedule, stage, kind, mb):
+                if need.message is not None and rank_of[need.stage] != rank:
+                    out.append((rank_of[need.stage], (stage, need.message, mb)))
     return out
 
 

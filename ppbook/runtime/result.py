@@ -29,6 +29,7 @@ class RankRecord:
     executed: list[list[str]] = field(default_factory=list)  # [step] -> parts, in order
     losses: list[float] = field(default_factory=list)  # [step] -> this rank's loss terms
     grads: dict[str, torch.Tensor] | None = None  # whole-model name -> gradient (last step)
+    params: dict[str, torch.Tensor] | None = None  # whole-model name -> value after the last step
     listening: list[str] | None = None  # TCP addresses this rank listened on
 
 
@@ -37,8 +38,10 @@ class RunResult:
     """A measured run: one timeline per step, the loss, and (if asked) the gradients.
 
     ``executed[step][rank]`` lists the actions rank really computed (``"1F3"``; an
-    overlapped pair as its forward then its backward). ``grads`` sums the gradients of
-    copies of one model part (DualPipe), so it compares with the single-process model.
+    overlapped pair as its forward then its backward). With ``collect_grads``, ``grads``
+    holds every parameter's gradient of the last step (the copies of a model part,
+    DualPipe, hold the sum of theirs, so it compares with the single-process model) and
+    ``params`` every parameter after the last step's optimizer step.
     """
 
     config: RunConfig
@@ -47,6 +50,7 @@ class RunResult:
     losses: list[float]
     executed: list[list[list[str]]]
     grads: dict[str, torch.Tensor] | None
+    params: dict[str, torch.Tensor] | None
     clock_offsets: list[float]  # each rank's clock minus rank 0's, removed from its times
     clock_errors: list[float]  # bound on each offset's error: half the best round trip
     listening: list[list[str] | None]
@@ -101,14 +105,15 @@ def assemble(
                 [[t - origin for t in row] for row in starts],
                 [[t - origin for t in row] for row in ends],
                 source="measured",
+                time_unit="s",
             )
         )
-    grads = None
+    grads = params = None
     if config.collect_grads:
-        grads = {}
+        grads, params = {}, {}
         for record in records:
-            for name, grad in record.grads.items():
-                grads[name] = grads[name] + grad if name in grads else grad
+            _merge_copies(grads, record.grads, "gradient")
+            _merge_copies(params, record.params, "value")
     return RunResult(
         config=config,
         schedule=schedule,
@@ -116,7 +121,19 @@ def assemble(
         losses=[math.fsum(r.losses[step] for r in records) for step in range(config.steps)],
         executed=[[r.executed[step] for r in records] for step in range(config.steps)],
         grads=grads,
+        params=params,
         clock_offsets=list(offsets),
         clock_errors=list(errors),
         listening=[r.listening for r in records],
     )
+
+
+def _merge_copies(into: dict, tensors: dict, what: str) -> None:
+    """Add ``tensors`` to ``into``; a name already there (a copy of a part) must agree."""
+    for name, tensor in tensors.items():
+        if name in into and not torch.equal(into[name], tensor):
+            raise RuntimeError(
+                f"the copies of parameter {name} differ in their {what}: the ranks that hold "
+                "them did not combine their gradients before the optimizer step"
+            )
+        into.setdefault(name, tensor)

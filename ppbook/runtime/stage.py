@@ -6,11 +6,19 @@
   the weights together.
 - ``I`` :meth:`Stage.backward_input` and ``W`` :meth:`Stage.backward_weight`: the same
   backward in two passes, as zero-bubble schedules split it (Qi et al. 2024, "Zero Bubble
-  Pipeline Parallelism", arXiv:2401.10241, sec. 2). ``I`` computes the gradient for the
-  stage input, which the previous stage is waiting for, and also the gradient at the output
-  of every module that owns parameters; ``W`` later turns each of those into the module's
-  weight gradients, a backward through that module alone. PyTorch's pipelining does the
-  same at the level of autograd nodes (``stage_backward_input`` / ``stage_backward_weight``).
+  Pipeline Parallelism", arXiv:2401.10241, sec. 2).
+
+How the backward is split. The backward is a graph of autograd nodes, from the stage output
+down to the stage input and to the weights. ``I`` runs the nodes that lie on a path to the
+input (the previous stage waits for their result) and stops at the edges that leave them
+for nodes only the weights need: it keeps the gradient flowing into each such edge. ``W``
+later starts from those edges with the kept gradients and runs the rest, down to the
+weights. Every node runs once, in ``I`` or in ``W``, so a weight used twice (tied weights)
+gets each use's gradient once, as in ``B``. PyTorch's pipelining splits at autograd nodes
+too (``stage_backward_input`` / ``stage_backward_weight``); it keeps the gradients into
+the last input-path nodes and runs those nodes again in ``W``. Frozen weights
+(``requires_grad=False``) are left alone; a part without trainable weights has nothing to
+do in ``W``.
 
 No communication here: :mod:`ppbook.runtime.execute` moves tensors between stages.
 """
@@ -21,6 +29,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.autograd.graph import GradientEdge, get_gradient_edge
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -31,7 +40,6 @@ class Stage:
     ``first``: the part takes the model input (no gradient for it is sent back).
     ``loss_fn``: given for the last part; its output is ``loss_fn(out, target) / m``, so
     that summing over the m micro-batches gives the loss of the whole batch.
-    ``split_backward``: record what ``I`` and ``W`` need (zero-bubble schedules).
     ``log``: a list shared by the stages of one rank, to which each computation appends
     its action (``"1F3"``), so tests can check what really ran, in what order.
     """
@@ -44,7 +52,6 @@ class Stage:
         num_microbatches: int,
         first: bool,
         loss_fn: Loss | None = None,
-        split_backward: bool = False,
         log: list[str] | None = None,
     ):
         self.stage = stage
@@ -53,31 +60,12 @@ class Stage:
         self.first = first
         self.loss_fn = loss_fn
         self.log = log if log is not None else []
-        self.saved: dict[int, tuple] = {}  # micro-batch -> (input, output, module calls)
-        self.weight_work: dict[int, list] = {}  # micro-batch -> what W still has to do
-        self._calls: list | None = None
-        if split_backward:
-            for owner in self.param_owners():
-                owner.register_forward_hook(self._record_call)
+        self.saved: dict[int, tuple] = {}  # micro-batch -> (input, output)
+        self.weight_work: dict[int, tuple] = {}  # micro-batch -> (edges, their gradients)
 
-    def param_owners(self) -> list[nn.Module]:
-        """The modules that own parameters directly (Linear, LayerNorm, ...)."""
-        return [m for m in self.module.modules() if any(True for _ in m.parameters(recurse=False))]
-
-    def _record_call(self, module: nn.Module, inputs, output) -> None:
-        if self._calls is None:
-            return
-        if not isinstance(output, torch.Tensor):
-            raise ValueError(
-                f"splitting the backward needs each parameter-owning module to return one "
-                f"tensor; {type(module).__name__} returned {type(output).__name__}"
-            )
-        if any(m is module for m, _ in self._calls):
-            raise ValueError(
-                f"{type(module).__name__} ran twice in one forward: splitting the backward "
-                "needs each parameter-owning module to run once per micro-batch"
-            )
-        self._calls.append((module, output))
+    def weights(self) -> list[nn.Parameter]:
+        """The trainable weights of the part (each once, also when tied)."""
+        return [w for w in self.module.parameters() if w.requires_grad]
 
     # ----- F ----------------------------------------------------------------------------
 
@@ -88,12 +76,10 @@ class Stage:
         self.log.append(f"{self.stage}F{microbatch}")
         if not self.first:  # a leaf, so that backward leaves its gradient in x.grad
             x = x.detach().requires_grad_()
-        self._calls = []
         out = self.module(x)
-        calls, self._calls = self._calls, None
         if self.loss_fn is not None:
             out = self.loss_fn(out, target) / self.num_microbatches  # a scalar
-        self.saved[microbatch] = (x, out, calls)
+        self.saved[microbatch] = (x, out)
         return out
 
     # ----- B ----------------------------------------------------------------------------
@@ -101,34 +87,83 @@ class Stage:
     def backward(self, microbatch: int, grad_output: torch.Tensor | None) -> torch.Tensor | None:
         """Full backward; return the gradient for the stage input (None on the first part)."""
         self.log.append(f"{self.stage}B{microbatch}")
-        x, out, _ = self.saved.pop(microbatch)
-        torch.autograd.backward(out, grad_output)
-        return None if self.first else x.grad
+        x, out = self.saved.pop(microbatch)
+        if out.requires_grad:  # else: a first part without trainable weights
+            torch.autograd.backward(out, grad_output)
+        if self.first:
+            return None
+        return x.grad if x.grad is not None else torch.zeros_like(x)
 
     # ----- I and W ----------------------------------------------------------------------
 
     def backward_input(
         self, microbatch: int, grad_output: torch.Tensor | None
     ) -> torch.Tensor | None:
-        """``I``: the gradient for the stage input; keep each module's output gradient for W."""
+        """``I``: the gradient for the stage input; keep the gradients that ``W`` starts from."""
         self.log.append(f"{self.stage}I{microbatch}")
-        x, out, calls = self.saved.pop(microbatch)
-        outputs = [output for _, output in calls]
-        wanted = outputs if self.first else [x, *outputs]
+        x, out = self.saved.pop(microbatch)
+        if not out.requires_grad:  # a first part without trainable weights: nothing to do
+            self.weight_work[microbatch] = ([], [])
+            return None
+        inputs = () if self.first else (get_gradient_edge(x),)
+        input_path, edges = split_graph(out, inputs, self.weights())
+        if not input_path:  # nothing of the backward leads to the input: W does all of it
+            seed = grad_output if grad_output is not None else torch.ones_like(out)
+            self.weight_work[microbatch] = ([get_gradient_edge(out)], [seed])
+            return None if self.first else torch.zeros_like(x)
         grads = torch.autograd.grad(
-            out, wanted, grad_output, retain_graph=True, allow_unused=True
+            out, [*inputs, *edges], grad_output, retain_graph=True, allow_unused=True
         )  # the graph stays for W
-        module_grads = grads if self.first else grads[1:]
-        self.weight_work[microbatch] = [
-            (output, grad, [w for w in module.parameters(recurse=False) if w.requires_grad])
-            for (module, output), grad in zip(calls, module_grads, strict=True)
-            if grad is not None
-        ]
-        return None if self.first else grads[0]
+        kept = [(e, g) for e, g in zip(edges, grads[len(inputs) :], strict=True) if g is not None]
+        self.weight_work[microbatch] = ([e for e, _ in kept], [g for _, g in kept])
+        if self.first:
+            return None
+        return grads[0] if grads[0] is not None else torch.zeros_like(x)
 
     def backward_weight(self, microbatch: int) -> None:
-        """``W``: accumulate the weight gradients from what ``I`` kept."""
+        """``W``: accumulate the weight gradients, from the edges and gradients ``I`` kept."""
         self.log.append(f"{self.stage}W{microbatch}")
-        for output, grad, params in self.weight_work.pop(microbatch):
-            # retain_graph: a module's path to its own weights may cross a child's output
-            torch.autograd.backward(output, grad, inputs=params, retain_graph=True)
+        edges, grads = self.weight_work.pop(microbatch)
+        weights = self.weights()
+        if not edges or not weights:
+            return
+        found = torch.autograd.grad(edges, weights, grads, allow_unused=True)
+        for weight, grad in zip(weights, found, strict=True):
+            if grad is not None:
+                weight.grad = grad if weight.grad is None else weight.grad + grad
+
+
+def split_graph(
+    out: torch.Tensor, inputs: tuple[GradientEdge, ...], weights: list[torch.Tensor]
+) -> tuple[set, list[GradientEdge]]:
+    """Cut the backward graph of ``out`` between ``I`` and ``W``.
+
+    Returns the nodes on a path from ``out`` to one of ``inputs`` (what ``I`` runs), and
+    the edges from those nodes to nodes that lead only to ``weights`` (where ``W`` starts).
+    """
+    input_nodes = {edge.node for edge in inputs}
+    weight_ids = {id(w) for w in weights}
+    to_input: dict = {}  # node -> whether it leads to an input
+    to_weight: dict = {}  # node -> whether it leads to a trainable weight
+    root = out.grad_fn
+    stack = [(root, False)]
+    while stack:  # depth-first, children before parents, without recursion
+        node, children_done = stack.pop()
+        if node in to_input:
+            continue
+        children = [child for child, _ in node.next_functions if child is not None]
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if child not in to_input)
+            continue
+        to_input[node] = node in input_nodes or any(to_input[c] for c in children)
+        to_weight[node] = id(getattr(node, "variable", None)) in weight_ids or any(
+            to_weight[c] for c in children
+        )
+    input_path = {node for node, leads in to_input.items() if leads}
+    edges = {}
+    for node in input_path:
+        for child, index in node.next_functions:
+            if child is not None and not to_input[child] and to_weight[child]:
+                edges[(child, index)] = GradientEdge(child, index)
+    return input_path, list(edges.values())

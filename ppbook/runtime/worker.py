@@ -39,6 +39,7 @@ from ppbook.runtime.models import (
 from ppbook.runtime.plan import ACTIVATION, Identity, incoming
 from ppbook.runtime.result import RankRecord, RunResult, assemble
 from ppbook.runtime.stage import Stage
+from ppbook.runtime.training import combine_copies, make_optimizer
 from ppbook.schedule import Schedule
 
 Job = tuple[RunConfig, Schedule]
@@ -111,7 +112,8 @@ def serve(
 
 
 def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
-    """Build this rank's stages for ``config`` and run its steps."""
+    """Build this rank's stages for ``config`` and run its training steps: each is the
+    schedule's actions, then the optimizer step (:mod:`ppbook.runtime.training`)."""
     parts = num_parts(schedule)
     blocks = build_blocks(config, parts)
     bounds = part_bounds(len(blocks), parts)
@@ -127,9 +129,10 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
             num_microbatches=config.num_microbatches,
             first=part == 0,
             loss_fn=functional.mse_loss if part == parts - 1 else None,
-            split_backward=schedule.split_backward,
             log=log,
         )
+    weights = [w for stage in stages.values() for w in stage.weights()]
+    optimizer = make_optimizer(config, weights) if weights else None
 
     def layout(identity: Identity) -> tuple[torch.dtype, tuple[int, ...]]:
         """A message's payload: the output of the part before (activation) or its own."""
@@ -146,18 +149,21 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
         dist.barrier()  # the ranks start each step together
         runner = StepRunner(schedule, ctx.rank, stages, messenger, inputs, targets, config.fault)
         starts, ends, losses = runner.run()
+        combine_copies(schedule, stages, modules, ctx.comm_device)  # DualPipe: sum copies
+        if optimizer is not None:
+            optimizer.step()
         record.starts.append(starts)
         record.ends.append(ends)
         record.executed.append(list(log))
         record.losses.append(float(sum(loss.item() for loss in losses)))
-    if config.collect_grads:
-        record.grads = {}
+    if config.collect_grads:  # the last step's gradients, the parameters after its update
+        record.grads, record.params = {}, {}
         for stage in stages.values():
             part = schedule.model_part(stage.stage)
             for local, param in stage.module.named_parameters():
+                name = global_name(bounds, part, local)  # copies of a part: equal, kept once
+                record.params[name] = param.detach().cpu()
                 if param.grad is not None:
-                    name = global_name(bounds, part, local)
-                    grad = param.grad.detach().cpu()
-                    record.grads[name] = record.grads[name] + grad if name in record.grads else grad
+                    record.grads[name] = param.grad.detach().cpu()
     record.listening = listening_addresses()
     return record
