@@ -13,6 +13,12 @@ RFC 1305): rank 0 sends its time ``a``, the peer answers with its time ``b``, ra
 ``c`` on return; then ``offset = b - (a + c) / 2``, wrong by at most half the round trip
 ``c - a``; of several rounds the one with the shortest round trip is kept. On one machine
 the offsets come out within a few microseconds of zero, which checks the method.
+
+The stamps travel over a CPU (gloo) group, whatever carries the pipeline's messages: an
+NCCL ``send`` or ``recv`` only queues the transfer on the GPU and returns at once, so a
+host clock read around it would say nothing about when the peer's stamp arrived. A gloo
+transfer of a CPU tensor returns when the data is there. On a gloo run the default group
+is that group; on NCCL, :func:`alignment_group` makes one.
 """
 
 from __future__ import annotations
@@ -60,15 +66,24 @@ class ActionClock:
         return [t0 + reference.elapsed_time(event) / 1e3 for event in marks]
 
 
+def alignment_group(ctx: Context):
+    """A group whose transfers block the host: the default group on gloo, else a new gloo
+    group (a collective call: every rank calls it)."""
+    if ctx.backend == "gloo":
+        return None
+    return dist.new_group(list(range(ctx.world_size)), backend="gloo")
+
+
 def clock_offsets(ctx: Context, rounds: int = 8) -> tuple[list[float], list[float]]:
     """Each rank's clock minus rank 0's, and the bound on its error (half the round trip),
-    in seconds. Known on rank 0; the other ranks get empty lists."""
-    stamp = torch.zeros(1, dtype=torch.float64, device=ctx.comm_device)
+    in seconds. Known on rank 0; the other ranks get empty lists. A collective call."""
+    group = alignment_group(ctx)
+    stamp = torch.zeros(1, dtype=torch.float64)  # CPU memory: the transfer blocks the host
     if ctx.rank != 0:
         for _ in range(rounds):
-            dist.recv(stamp, 0)
+            dist.recv(stamp, 0, group=group)
             stamp.fill_(now())
-            dist.send(stamp, 0)
+            dist.send(stamp, 0, group=group)
         return [], []
     offsets, errors = [0.0], [0.0]
     for peer in range(1, ctx.world_size):
@@ -76,8 +91,8 @@ def clock_offsets(ctx: Context, rounds: int = 8) -> tuple[list[float], list[floa
         for _ in range(rounds):
             sent = now()
             stamp.fill_(sent)
-            dist.send(stamp, peer)
-            dist.recv(stamp, peer)
+            dist.send(stamp, peer, group=group)
+            dist.recv(stamp, peer, group=group)
             back = now()
             if back - sent < best_round_trip:
                 best_round_trip, best_offset = back - sent, stamp.item() - (sent + back) / 2
