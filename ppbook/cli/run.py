@@ -5,9 +5,14 @@
 set) this process is one rank and rank 0 prints. Prints the typical step's timeline and
 metrics, or with ``--json`` one JSON object; ``--compare`` adds the simulation of the same
 schedule under the costs measured in the run; ``--check`` compares the loss and gradients
-with a single-process run. Bad arguments raise ValueError before any process starts
-(:func:`ppbook.cli.main` prints it, exit status 2); a failed rank prints its traceback,
-exit status 1.
+with a single-process run.
+
+Every argument is checked before any process starts (the run's configuration, the
+output options, what this machine's cores and memory allow): a bad one is one line on
+stderr, exit status 2. A failed rank prints its error and traceback, exit status 1.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP stop every rank and remove the run's temporary
+folder; the command says so in one line and exits with status 128 + the signal's number
+(130 for Ctrl-C). Every message is cut to a bounded length (:data:`MAX_MESSAGE`).
 
 torch is imported only inside the handler, so that ``ppbook simulate`` stays fast.
 """
@@ -17,7 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+from pathlib import Path
+
+from ppbook.checks import as_count, shown
+
+MAX_MESSAGE = 500
+"""Characters of a one-line error message; longer ones are cut."""
+
+MAX_WIDTH = 400
+"""Widest text timeline drawn when ``--width`` is too narrow for the measured actions."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -49,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("the model")
     model.add_argument("--model", default="mlp", choices=("mlp", "transformer"))
     model.add_argument("--hidden", type=int, default=256, help="width of the model")
+    model.add_argument(
+        "--heads", type=int, default=2, help="attention heads (transformer; divides --hidden)"
+    )
     model.add_argument("--blocks", type=int, help="number of blocks (default: one per stage)")
     model.add_argument("--microbatch-size", type=int, default=16, help="samples per micro-batch")
     model.add_argument("--dtype", default="float32", choices=("float32", "float64"))
@@ -87,6 +105,7 @@ def make_config(args: argparse.Namespace, nproc: int):
         num_chunks=args.chunks,
         model=args.model,
         hidden=args.hidden,
+        num_heads=args.heads,
         num_blocks=args.blocks,
         microbatch_size=args.microbatch_size,
         steps=args.steps,
@@ -102,12 +121,62 @@ def make_config(args: argparse.Namespace, nproc: int):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run, print the result; return the exit status."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return _run_one_rank(args)
+    """Run, print the result; return the exit status (see the module's docstring)."""
+    try:
+        check_output(args)
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            return _run_one_rank(args)
+        return _launch(args)
+    except ValueError as exc:
+        print(f"ppbook run: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:  # SIGINT, or launch's Interrupted for SIGTERM and SIGHUP
+        signum = getattr(exc, "signum", signal.SIGINT)
+        name = signal.Signals(signum).name
+        print(f"ppbook run: stopped by {name}; every rank ended, nothing left", file=sys.stderr)
+        return 128 + signum
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_output(args: argparse.Namespace) -> None:
+    """Refuse output options that would fail only after the run: ``--width``, ``--trace``."""
+    as_count(args.width, "--width", "ppbook run")
+    if args.trace is None:
+        return
+    path = Path(args.trace)
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(
+            f"--trace {shown(args.trace)}: the folder {shown(str(folder))} does not exist; "
+            "create it first, or give a path in an existing folder"
+        )
+    if path.is_dir():
+        raise ValueError(f"--trace {shown(args.trace)} is a folder; give a file name, e.g. t.json")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"--trace {shown(args.trace)} cannot be written here (no permission)")
+
+
+def _launch(args: argparse.Namespace) -> int:
+    """Start the ranks here; print the result or the failure."""
+    from ppbook.runtime.config import check
     from ppbook.runtime.launch import PipelineError, launch
+    from ppbook.runtime.preflight import available_cores, check_machine
 
     config = make_config(args, args.nproc if args.nproc is not None else 2)
+    check(config)
+    check_machine(config.nproc)
+    cores = available_cores()
+    if config.nproc > cores:
+        print(
+            f"ppbook run: note: {config.nproc} ranks share {cores} CPU cores; measured times "
+            f"include waiting for a core (--nproc {cores} or fewer measures without)",
+            file=sys.stderr,
+        )
     try:
         result = launch(config)
     except PipelineError as exc:
@@ -141,7 +210,8 @@ def report(result, args: argparse.Namespace) -> int:
         try:
             assert_matches_reference(result)
         except AssertionError as exc:
-            print(f"ppbook run: differs from the single-process run: {exc}", file=sys.stderr)
+            message = one_line(str(exc))
+            print(f"ppbook run: differs from the single-process run: {message}", file=sys.stderr)
             return 1
     if args.json:
         out = result.metrics()
@@ -151,10 +221,10 @@ def report(result, args: argparse.Namespace) -> int:
             out["matches_single_process"] = True
         print(json.dumps(out))
     else:
-        from ppbook.views.text import metrics_text, text_timeline
+        from ppbook.views.text import metrics_text
 
         timeline = result.timeline
-        print(text_timeline(timeline, width=args.width))
+        print(_drawn(timeline, args.width))
         print()
         print(metrics_text(timeline))
         print("(times in seconds)")
@@ -173,16 +243,27 @@ def report(result, args: argparse.Namespace) -> int:
     return 0
 
 
+def _drawn(timeline, width: int) -> str:
+    """The text timeline in ``width`` columns; when measured actions are too short for
+    that, in the columns they need (at most :data:`MAX_WIDTH`), with a note on stderr."""
+    from ppbook.views.text import needed_width, text_timeline
+
+    try:
+        return text_timeline(timeline, width=width)
+    except ValueError:  # the width is checked up front: here it is too narrow for the run
+        needed = needed_width(timeline)
+        if needed > MAX_WIDTH:
+            return f"(a text timeline needs {needed} columns to show every action; see --trace)"
+        print(f"ppbook run: note: --width {width} drops short actions; {needed} columns drawn",
+              file=sys.stderr)  # fmt: skip
+        return text_timeline(timeline, width=needed)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m ppbook.cli.run``: the ``run`` subcommand alone (also for torchrun)."""
     parser = argparse.ArgumentParser(prog="ppbook run", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ValueError as exc:
-        print(f"ppbook run: error: {exc}", file=sys.stderr)
-        return 2
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

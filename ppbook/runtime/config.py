@@ -4,17 +4,19 @@
 :data:`ppbook.schedules.SCHEDULES` or a :class:`~ppbook.schedule.Schedule`), the model
 (an example's name, an ``nn.Sequential`` or a list of blocks), sizes, steps, device and
 timeout. :func:`check` turns every bad argument into a ValueError that says what was
-wrong, so a run never starts processes only to fail in all of them.
+wrong, so a run never starts processes only to fail in all of them. Numbers follow the
+package's one rule (:mod:`ppbook.checks`).
+
+This module is the bottom of the runtime: it imports no other runtime module, and torch
+only to look at a model given as modules or to ask whether there is a GPU.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ppbook.checks import as_quantity
+from ppbook.checks import as_count, as_quantity, shown
 from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
 
@@ -22,6 +24,14 @@ DTYPES = ("float32", "float64")
 DEVICES = ("cpu", "cuda")
 FAULTS = ("raise", "hang", "exit")
 OPTIMIZERS = ("sgd", "adam")
+MATCHINGS = ("mailbox", "strict", "order")
+MODELS = ("mlp", "transformer")
+"""The example models of :mod:`ppbook.runtime.models`, by name."""
+
+MAX_TIMEOUT = 7 * 24 * 3600.0
+"""The longest wait a rank may be given, in seconds (a week); longer overflows torch's timers."""
+
+OWNER = "the run"  # who asks, in messages: "the run needs steps >= 1, got 0"
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ class Fault:
         rank, _, position = where.partition(":")
         if kind not in FAULTS or not rank.isdigit() or not position.isdigit():
             raise ValueError(
-                f"cannot read fault {text!r}: expected KIND@RANK:POSITION with KIND one of "
+                f"cannot read fault {shown(text)}: expected KIND@RANK:POSITION with KIND one of "
                 f"{', '.join(FAULTS)}, e.g. 'raise@1:2' (rank 1 raises at its 3rd action)"
             )
         return cls(kind, int(rank), int(position))
@@ -61,6 +71,7 @@ class RunConfig:
     model: object = "mlp"  # "mlp", "transformer", an nn.Sequential or a list of blocks
     hidden: int = 32
     num_blocks: int | None = None  # example models: None gives one block per model part
+    num_heads: int = 2  # transformer only: attention heads, a divisor of hidden
     seq_len: int = 8  # transformer only
     input_shape: tuple[int, ...] | None = None  # per sample; needed for a model given as modules
     microbatch_size: int = 4
@@ -95,25 +106,15 @@ def num_parts(schedule: Schedule) -> int:
 
 def check(config: RunConfig) -> Schedule:
     """Check ``config``; return its schedule. Raises ValueError saying what is wrong."""
-    _positive_int("nproc", config.nproc)
-    _positive_int("microbatch_size", config.microbatch_size)
-    _positive_int("steps", config.steps)
-    _positive_int("hidden", config.hidden)
-    if config.num_threads is not None:
-        _positive_int("num_threads", config.num_threads)
-    if isinstance(config.timeout, bool) or not isinstance(config.timeout, numbers.Real):
-        raise ValueError(f"timeout must be a number of seconds, got {config.timeout!r}")
-    if not (math.isfinite(config.timeout) and config.timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, got {config.timeout}")
+    check_numbers(config)
     for name, value, allowed in (
         ("dtype", config.dtype, DTYPES),
         ("device", config.device, DEVICES),
-        ("matching", config.matching, ("mailbox", "strict", "order")),
+        ("matching", config.matching, MATCHINGS),
         ("optimizer", config.optimizer, OPTIMIZERS),
     ):
         if value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-    as_quantity(config.lr, "lr", "a run")
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {shown(value)}")
     if config.device == "cuda":
         import torch
 
@@ -145,26 +146,58 @@ def check(config: RunConfig) -> Schedule:
     return schedule
 
 
-def _count_blocks(config: RunConfig, parts: int) -> int:
-    from ppbook.runtime.models import MODELS
+def check_numbers(config: RunConfig) -> None:
+    """The counts and quantities of ``config`` (:mod:`ppbook.checks`), and the heads."""
+    for name in ("nproc", "microbatch_size", "steps", "hidden", "num_heads", "seq_len"):
+        as_count(getattr(config, name), name, OWNER)
+    as_count(config.seed, "seed", OWNER, minimum=0)
+    for name in ("num_threads", "num_blocks"):
+        if getattr(config, name) is not None:
+            as_count(getattr(config, name), name, OWNER)
+    as_quantity(config.lr, "lr", OWNER)
+    timeout = as_quantity(config.timeout, "timeout (seconds)", OWNER, inclusive=False)
+    if timeout > MAX_TIMEOUT:
+        raise ValueError(
+            f"{OWNER} needs timeout (seconds) <= {MAX_TIMEOUT:g} (a week), got {shown(timeout)}"
+        )
+    if config.model == "transformer" and config.hidden % config.num_heads:
+        below = config.hidden - config.hidden % config.num_heads
+        choices = f"{below} or {below + config.num_heads}" if below else str(config.num_heads)
+        raise ValueError(
+            f"the transformer needs hidden to be a multiple of num_heads ({config.num_heads}), "
+            f"got hidden {config.hidden}: use {choices}"
+        )
 
+
+def _count_blocks(config: RunConfig, parts: int) -> int:
     if isinstance(config.model, str):
         if config.model not in MODELS:
-            raise ValueError(f"unknown model {config.model!r}; choose one of {', '.join(MODELS)}")
-        if config.num_blocks is None:
-            return parts
-        _positive_int("num_blocks", config.num_blocks)
-        return config.num_blocks
-    from ppbook.runtime.models import as_blocks
-
+            raise ValueError(
+                f"unknown model {shown(config.model)}; choose one of {', '.join(MODELS)}"
+            )
+        return parts if config.num_blocks is None else config.num_blocks
     if config.input_shape is None:
         raise ValueError("a model given as modules needs input_shape (the shape of one sample)")
     return len(as_blocks(config.model))
 
 
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+def as_blocks(model) -> list:
+    """A model given as an ``nn.Sequential`` or a list of blocks, as a list of blocks."""
+    from torch import nn
+
+    if isinstance(model, nn.Sequential):
+        return list(model)
+    if isinstance(model, nn.Module):
+        raise ValueError(
+            f"cannot cut a {type(model).__name__} into pipeline parts: "
+            "give an nn.Sequential or a list of blocks"
+        )
+    if not isinstance(model, Sequence) or not all(isinstance(m, nn.Module) for m in model):
+        raise ValueError(
+            f"a model must be an example's name, an nn.Sequential or a list of modules, "
+            f"got {shown(model)}"
+        )
+    return list(model)
 
 
 def input_shape(config: RunConfig) -> tuple[int, ...]:

@@ -1,7 +1,8 @@
 """Start the ranks of a run on this machine, wait for them, and bring back the result.
 
 :func:`launch` (one run) and :func:`launch_many` (several runs in the same processes)
-check every argument first (:func:`ppbook.runtime.config.check`), then start ``nproc``
+check every argument first (:func:`ppbook.runtime.config.check`), then what the machine
+and the launching script allow (:mod:`ppbook.runtime.preflight`), then start ``nproc``
 processes with ``multiprocessing``'s ``spawn`` method, each running
 :func:`ppbook.runtime.worker.main`. The ranks meet through a file in a fresh temporary
 folder, so there is no port to choose and nothing listens beyond loopback.
@@ -9,8 +10,13 @@ folder, so there is no port to choose and nothing listens beyond loopback.
 When a rank fails, every rank stops: the failing rank writes its traceback to the folder
 and exits; its peers fail too when their next receive from it breaks or times out; the
 launcher gives them a moment, then ends whichever is left (SIGTERM, then SIGKILL), and
-raises :class:`PipelineError` with the traceback of the rank that failed first. No
-process outlives the call, also when it is interrupted.
+raises :class:`PipelineError`. Its headline is the cause: a rank that died without a
+report (killed by a signal, or exited) if there is one, since its peers' errors follow
+from it, else the rank that reported first, with its traceback.
+
+No process and no folder outlives the call, also when it is interrupted: SIGINT, SIGTERM
+and SIGHUP to the launching process stop every rank, remove the folder, and raise
+:class:`Interrupted` (a ``KeyboardInterrupt``) saying which signal came.
 """
 
 from __future__ import annotations
@@ -18,16 +24,32 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
+import signal
 import tempfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import wait
 from pathlib import Path
 
 from ppbook.runtime.config import RunConfig, check, same_group
+from ppbook.runtime.preflight import check_machine, check_main_guard
 from ppbook.runtime.result import RunResult
 
 GRACE = 2.0
 """Seconds the other ranks get to stop by themselves after one failed."""
+
+MAX_LINE = 300
+"""Characters of one line of a rank's error shown in a :class:`PipelineError`."""
+
+MAX_TRACEBACK = 40
+"""Lines of the first failing rank's traceback shown (its last ones, where the error is)."""
+
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""The signals a user or a scheduler sends to stop a run; each stops it cleanly."""
 
 
 class PipelineError(RuntimeError):
@@ -36,6 +58,14 @@ class PipelineError(RuntimeError):
     def __init__(self, message: str, rank: int | None = None):
         super().__init__(message)
         self.rank = rank
+
+
+class Interrupted(KeyboardInterrupt):
+    """The launching process got ``signum``; every rank was stopped and the folder removed."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
 def launch(config: RunConfig) -> RunResult:
@@ -47,13 +77,15 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
     """Run several configs, one after another, in one set of processes (same ``nproc``)."""
     if not configs:
         raise ValueError("launch_many needs at least one RunConfig")
+    check_main_guard()
     jobs = [(config, check(config)) for config in configs]
     same_group(configs)
     nproc = configs[0].nproc
+    check_machine(nproc)
     spawn = multiprocessing.get_context("spawn")
     from ppbook.runtime import worker
 
-    with tempfile.TemporaryDirectory(prefix="ppbook-run-") as folder:
+    with _stopping_on_signals(), tempfile.TemporaryDirectory(prefix="ppbook-run-") as folder:
         processes = [
             spawn.Process(
                 target=worker.main,
@@ -63,83 +95,138 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
             )
             for rank in range(nproc)
         ]
+        ended: list[int] = []  # ranks in the order they were seen to end
         try:
             for process in processes:
                 process.start()
-            _wait(processes)
+            _wait(processes, ended)
         finally:
-            _stop(processes)
-        failed = [p for p in processes if p.exitcode != 0]
-        if failed:
-            raise _failure(processes, Path(folder))
+            stopped = _stop(processes)  # ranks the launcher ended
+        if any(p.exitcode != 0 for p in processes):
+            raise _failure(processes, Path(folder), ended, stopped)
         return pickle.loads((Path(folder) / "results.pkl").read_bytes())
 
 
-def _wait(processes: list) -> None:
-    """Return when every process has ended, or soon after the first one fails."""
+@contextmanager
+def _stopping_on_signals() -> Iterator[None]:
+    """Turn the first of :data:`STOP_SIGNALS` into :class:`Interrupted`; ignore the rest
+    until the block has cleaned up. Off the main thread (no signals arrive there) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def handler(signum: int, frame) -> None:
+        received.append(signum)
+        if len(received) == 1:  # later signals must not cut the clean-up short
+            raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _wait(processes: list, ended: list[int]) -> None:
+    """Return when every process has ended, or soon after the first one fails; note in
+    ``ended`` the ranks in the order they ended."""
+
+    def note() -> list:
+        for rank, process in enumerate(processes):
+            if process.exitcode is not None and rank not in ended:
+                ended.append(rank)
+        return [p for p in processes if p.exitcode is None]
+
     running = list(processes)
     while running:
         wait([p.sentinel for p in running])
-        running = [p for p in running if p.exitcode is None]
+        running = note()
         if any(p.exitcode not in (None, 0) for p in processes):
-            wait([p.sentinel for p in running], timeout=GRACE)
+            deadline = time.monotonic() + GRACE
+            while running and time.monotonic() < deadline:
+                wait([p.sentinel for p in running], timeout=deadline - time.monotonic())
+                running = note()
             return
 
 
-def _stop(processes: list) -> None:
-    """End every process still running: SIGTERM, then SIGKILL."""
-    for process in processes:
+def _stop(processes: list) -> set[int]:
+    """End every started process still running: SIGTERM, then SIGKILL. Returns their ranks."""
+    started = [(rank, p) for rank, p in enumerate(processes) if p.pid is not None]
+    stopped = set()
+    for rank, process in started:
         if process.is_alive():
+            stopped.add(rank)
             process.terminate()
-    for process in processes:
+    for _, process in started:
         process.join(timeout=GRACE)
         if process.is_alive():
             process.kill()
             process.join()
+    return stopped
 
 
-def _failure(processes: list, folder: Path) -> PipelineError:
-    """The error to show: the first rank to fail, with its traceback, then the others."""
+def clip(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` cut to ``limit`` characters, with ``...`` where it was cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _first_line(report: dict) -> str:
+    lines = report["message"].splitlines()
+    return clip(f"{report['type']}: {lines[0] if lines else ''}")
+
+
+def _failure(processes: list, folder: Path, ended: list[int], stopped: set[int]) -> PipelineError:
+    """The error to show: the cause first (see the module's docstring), then the others."""
     reports = {}
     for path in folder.glob("error-*.json"):
         report = json.loads(path.read_text())
         reports[report["rank"]] = report
-    others, died = [], []
+    silent, others = {}, []  # silent: ranks that died unreported, and not by our hand
     for rank, process in enumerate(processes):
-        if rank in reports:
+        code = process.exitcode
+        if rank in reports or code in (0, None):
             continue
-        if process.exitcode is not None and process.exitcode < 0:
-            others.append(f"rank {rank} was stopped (signal {-process.exitcode})")
-        elif process.exitcode not in (0, None):
-            died.append(rank)
-            others.append(f"rank {rank} exited with status {process.exitcode} and no report")
-    if not reports and not died:
-        return PipelineError("the run failed: " + "; ".join(others))
-    if died:  # a rank that died without a word is the cause; its peers' errors follow from it
-        rank = died[0]
-        peers = [
-            f"rank {r['rank']} then failed: {r['type']}: {r['message'].splitlines()[0]}"
-            for r in sorted(reports.values(), key=lambda r: r["time"])
-        ]
+        if rank in stopped:
+            others.append(f"rank {rank} was stopped (signal {-code})" if code < 0 else
+                          f"rank {rank} exited with status {code} when stopped")  # fmt: skip
+        elif code < 0:
+            silent[rank] = f"rank {rank} was killed by signal {-code} ({_signal_name(-code)})"
+        else:
+            silent[rank] = f"rank {rank} exited with status {code} and no report"
+    by_time = sorted(reports.values(), key=lambda r: r["time"])
+    if silent:  # a rank that died without a word is the cause; its peers' errors follow from it
+        order = sorted(silent, key=lambda r: ended.index(r) if r in ended else len(ended))
+        rank = order[0]
         lines = [
-            f"rank {rank} exited with status {processes[rank].exitcode} and no report",
-            *peers,
-            *(o for o in others if not o.startswith(f"rank {rank} ")),
+            silent[rank],
+            *(f"rank {r['rank']} then failed: {_first_line(r)}" for r in by_time),
+            *(silent[r] for r in order[1:]),
+            *others,
         ]
         return PipelineError("\n".join(lines), rank=rank)
-    first = min(reports.values(), key=lambda r: r["time"])
-    later = [
-        f"rank {r['rank']} then failed too: {r['type']}: {r['message'].splitlines()[0]}"
-        for r in sorted(reports.values(), key=lambda r: r["time"])
-        if r is not first
-    ]
+    if not reports:
+        return PipelineError("the run failed: " + "; ".join(others))
+    first = by_time[0]
+    traceback = [clip(line) for line in first["traceback"].rstrip().splitlines()]
+    if len(traceback) > MAX_TRACEBACK:
+        cut = len(traceback) - MAX_TRACEBACK
+        traceback = [f"({cut} lines of the traceback left out)", *traceback[-MAX_TRACEBACK:]]
     lines = [
-        f"rank {first['rank']} failed: {first['type']}: {first['message']}",
+        f"rank {first['rank']} failed: {_first_line(first)}",
         "",
         f"traceback of rank {first['rank']}:",
-        first["traceback"].rstrip(),
+        *traceback,
         "",
-        *later,
+        *(f"rank {r['rank']} then failed too: {_first_line(r)}" for r in by_time[1:]),
         *others,
     ]
     return PipelineError("\n".join(lines).rstrip(), rank=first["rank"])
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "unknown signal"

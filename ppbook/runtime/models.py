@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-MODELS = ("mlp", "transformer")
+from ppbook.runtime.config import MODELS, as_blocks, input_shape
 
 
 def mlp(hidden: int, num_blocks: int) -> list[nn.Module]:
@@ -77,25 +77,13 @@ def transformer(hidden: int, num_blocks: int, num_heads: int = 2) -> list[nn.Mod
     return [TransformerBlock(hidden, num_heads) for _ in range(num_blocks)]
 
 
-def make_blocks(name: str, hidden: int, num_blocks: int) -> list[nn.Module]:
+def make_blocks(name: str, hidden: int, num_blocks: int, num_heads: int = 2) -> list[nn.Module]:
     """The example model ``name`` ("mlp" or "transformer") as a list of blocks."""
     if name == "mlp":
         return mlp(hidden, num_blocks)
     if name == "transformer":
-        return transformer(hidden, num_blocks)
+        return transformer(hidden, num_blocks, num_heads)
     raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
-
-
-def as_blocks(model: nn.Module | Sequence[nn.Module]) -> list[nn.Module]:
-    """A model given as an ``nn.Sequential`` or a list of blocks, as a list of blocks."""
-    if isinstance(model, nn.Sequential):
-        return list(model)
-    if isinstance(model, nn.Module):
-        raise ValueError(
-            f"cannot cut a {type(model).__name__} into pipeline parts: "
-            "give an nn.Sequential or a list of blocks"
-        )
-    return list(model)
 
 
 def part_bounds(num_blocks: int, num_parts: int) -> list[tuple[int, int]]:
@@ -157,7 +145,9 @@ def build_blocks(config, num_parts: int) -> list[nn.Module]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         if isinstance(config.model, str):
-            blocks = make_blocks(config.model, config.hidden, config.num_blocks or num_parts)
+            blocks = make_blocks(
+                config.model, config.hidden, config.num_blocks or num_parts, config.num_heads
+            )
         else:
             blocks = copy.deepcopy(as_blocks(config.model))
     dtype = getattr(torch, config.dtype)
@@ -183,8 +173,6 @@ def part_outputs(
 def step_data(config, parts: Sequence[nn.Module]):
     """``(inputs, targets, layouts)`` of one step of ``config``: the micro-batches every rank
     and the one-process reference use, and each part's output layout (:func:`part_outputs`)."""
-    from ppbook.runtime.config import input_shape
-
     dtype = getattr(torch, config.dtype)
     shape = input_shape(config)
     layouts = part_outputs(parts, shape, config.microbatch_size, dtype)
