@@ -6,10 +6,15 @@ transfer time, the simulator's delay on a dependency that crosses ranks. A trans
 measured where a rank really waited for one: its action started after a message whose
 producer ended later than the rank's own previous action, and the gap between the two is
 the transfer (send, wire, receive, and the Python in between); the median of those gaps
-is the estimate. :func:`compare` simulates the schedule under those costs and sets
-measured against simulated makespan and bubble, in both conventions (REFERENCES.md):
-the bubble fraction f = idle / total time (GPipe) and the bubble ratio r = idle / compute
-time (Megatron-LM, the Ultra-Scale Playbook).
+is the estimate. A measured time is that of one pass through one stage chunk; the costs
+are given, as everywhere in the package (:mod:`ppbook.costs`), for one device's share of
+the model: each measured time divided by the schedule's ``chunk_share`` (times v with v
+chunks per rank), which the simulator multiplies back.
+
+:func:`compare` simulates the schedule under those costs and sets measured against
+simulated makespan and bubble, in both conventions (REFERENCES.md): the bubble fraction
+f = idle / total time (GPipe) and the bubble ratio r = idle / compute time (Megatron-LM,
+the Ultra-Scale Playbook).
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from dataclasses import dataclass
 
 from ppbook.costs import Costs
 from ppbook.runtime.result import RunResult
+from ppbook.schedule import KINDS as COMPUTE_KINDS
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 from ppbook.validate import ScheduleIndex
 
-KINDS = ("F", "B", "I", "W", "FB")
+KINDS = (*COMPUTE_KINDS, "FB")
+"""What is timed: each compute kind, and "FB" for an overlapped forward-backward pair."""
 
 
 def stage_times(timelines: Sequence[Timeline]) -> dict[str, dict[int, list[float]]]:
@@ -68,11 +75,16 @@ def _end(timeline: Timeline, index: ScheduleIndex, sid: int) -> float:
 
 
 def measured_costs(timelines: Sequence[Timeline]) -> Costs:
-    """Mean per-stage costs (seconds) and the median transfer time, as a :class:`Costs`."""
+    """Mean per-stage costs and the median transfer time, in seconds, as a :class:`Costs`.
+
+    The costs are for one device's share of the model: a stage chunk's mean time divided
+    by ``schedule.chunk_share`` (the transfer time is not scaled).
+    """
     schedule = timelines[0].schedule
     times = stage_times(timelines)
+    share = schedule.chunk_share
     mean = {
-        kind: {stage: statistics.fmean(values) for stage, values in by_stage.items()}
+        kind: {stage: statistics.fmean(values) / share for stage, values in by_stage.items()}
         for kind, by_stage in times.items()
     }
     n = schedule.num_stages
