@@ -1,34 +1,53 @@
 """The cost model the simulator times a schedule under.
 
-Compute costs are per stage, in any time unit: ``F`` (forward), ``B`` (full backward),
-``I`` (backward for the input only) and ``W`` (weight-gradient pass), PyTorch's kinds.
-Given only ``B``, ``I`` and ``W`` default to half of it each; given ``I`` and ``W``, ``B``
+Compute costs are in any time unit: ``F`` (forward), ``B`` (full backward), ``I``
+(backward for the input only) and ``W`` (weight-gradient pass), PyTorch's kinds. Given
+only ``B``, ``I`` and ``W`` default to half of it each; given ``I`` and ``W``, ``B``
 defaults to their sum; given none, ``B = 2 F`` (the usual rule of thumb: a backward costs
 two forwards). All three may be given apart: measured on real hardware, a split backward
 ``I + W`` often costs more than the full ``B`` (schedules such as DualPipeV run both).
 An overlapped forward-and-backward pair (DualPipe's F&B) takes ``F + B`` of its two
 stages unless ``FB`` gives its own time.
 
+The cost of a chunk (one convention across the package): a cost is the time of one pass
+of one micro-batch through ONE DEVICE'S SHARE of the model (1/p of its layers). A schedule
+whose micro-batch routes pass through more stages than there are ranks runs each chunk
+pass in ``cost * share`` with ``share = num_ranks / len(route)``
+(:attr:`ppbook.schedule.Schedule.chunk_share`: 1/v for interleaved 1F1B with v chunks,
+1/2 for ZB-V and DualPipeV, 1 for GPipe, 1F1B, ZB-H1, ZB-H2 and DualPipe).
+:meth:`Costs.per_stage` applies the share, so the same ``Costs`` compare schedules with
+different v fairly. ``activation_bytes`` follows the same convention (bytes of one
+micro-batch's activations of one device's share); the transfer cost is not scaled.
+
 Every dependency that crosses ranks pays a transfer time ``comm + comm_bytes / bandwidth``.
 The transfer delays the receiver but does not occupy either rank (communication overlaps
-compute), so GPipe's makespan grows by ``2 (p - 1) * transfer`` (REFERENCES.md).
+compute), so GPipe's makespan grows by ``2 (p - 1) * transfer``.
+
+Every number goes through :mod:`ppbook.checks` (``int``, ``float``, ``Fraction``,
+``Decimal`` and numpy scalars are accepted; ``bool``, strings, NaN and infinity are not)
+and is stored as a ``float``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ppbook.checks import as_quantity, finite_result, is_real, shown
+
 Cost = float | Sequence[float]
+KEYS = ("F", "B", "I", "W", "FB")
+"""The cost keys of :meth:`Costs.parse` (``--costs``), the ones :meth:`Costs.per_stage` scales."""
 
 
 @dataclass(frozen=True)
 class Costs:
     """Per-stage compute costs and the point-to-point transfer cost.
 
-    Each of ``F``, ``B``, ``I``, ``W``, ``FB`` and ``activation_bytes`` is a scalar (the
-    same for every stage) or a list with one value per stage.
+    Each of ``F``, ``B``, ``I``, ``W``, ``FB`` and ``activation_bytes`` is a number (the
+    same for every stage) or a list with one number per stage, stored as a ``float`` or a
+    tuple of floats. Costs are for one device's share of the model (see the module's
+    docstring); ``comm`` is the time of one transfer, ``comm_bytes / bandwidth`` adds to it.
     """
 
     F: Cost = 1.0
@@ -42,26 +61,18 @@ class Costs:
     activation_bytes: Cost | None = None
 
     def __post_init__(self) -> None:
-        for name in ("F", "B", "I", "W", "FB", "activation_bytes"):
+        for name in (*KEYS, "activation_bytes"):
             value = getattr(self, name)
             if value is None and name != "F":
                 continue
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                _check_scalar(name, value)
-            elif isinstance(value, Sequence) and not isinstance(value, str):
-                for s, x in enumerate(value):
-                    _check_scalar(f"{name}[{s}]", x)
-            else:
-                raise ValueError(
-                    f"cost {name} must be a number or a list of numbers (one per stage), "
-                    f"got {value!r}"
-                )
+            object.__setattr__(self, name, _as_cost(name, value))
         for name in ("comm", "comm_bytes"):
-            _check_scalar(name, getattr(self, name))
+            object.__setattr__(self, name, as_quantity(getattr(self, name), name, "Costs"))
         if self.bandwidth is not None:
-            _check_scalar("bandwidth", self.bandwidth)
-            if self.bandwidth == 0:
-                raise ValueError("bandwidth must be > 0 (bytes per time unit), got 0")
+            bandwidth = as_quantity(
+                self.bandwidth, "bandwidth (bytes per time unit)", "Costs", inclusive=False
+            )
+            object.__setattr__(self, "bandwidth", bandwidth)
         elif self.comm_bytes:
             raise ValueError("comm_bytes needs a bandwidth (bytes per time unit) to turn into time")
         if self.B is None and (self.I is None) != (self.W is None):
@@ -71,13 +82,20 @@ class Costs:
     def transfer(self) -> float:
         """Time of one point-to-point transfer between ranks."""
         extra = self.comm_bytes / self.bandwidth if self.bandwidth else 0.0
-        return self.comm + extra
+        return finite_result(self.comm + extra, "the transfer time comm + comm_bytes / bandwidth")
 
-    def per_stage(self, num_stages: int) -> dict[str, list[float]]:
+    def per_stage(self, num_stages: int, share: float = 1.0) -> dict[str, list[float] | None]:
         """Resolve defaults: ``{"F": [...], "B": [...], "I": [...], "W": [...], "FB": None}``.
 
-        ``FB`` is a list only when given (otherwise a pair costs ``F + B`` of its stages).
+        One value per stage: the time of one pass of one micro-batch through that stage.
+        ``share`` is the part of one device's share of the model that a stage holds
+        (:attr:`ppbook.schedule.Schedule.chunk_share`, 1/v with v chunks per rank): every
+        compute cost is multiplied by it. ``FB`` is a list only when given (otherwise a
+        pair costs ``F + B`` of its stages).
         """
+        share = as_quantity(
+            share, "share (of one device's part of the model)", "per_stage", inclusive=False
+        )
         f = _expand("F", self.F, num_stages)
         if self.B is not None:
             b = _expand("B", self.B, num_stages)
@@ -99,53 +117,77 @@ class Costs:
             i = [x / 2 for x in b]
             w = [x / 2 for x in b]
         fb = _expand("FB", self.FB, num_stages) if self.FB is not None else None
-        return {"F": f, "B": b, "I": i, "W": w, "FB": fb}
+        resolved = {"F": f, "B": b, "I": i, "W": w, "FB": fb}
+        for key, values in resolved.items():
+            if values is not None:
+                resolved[key] = [finite_result(x * share, f"cost {key}") for x in values]
+        return resolved
 
-    def activation_bytes_per_stage(self, num_stages: int) -> list[float] | None:
-        """Bytes one micro-batch's activations take on each stage, if given."""
+    def activation_bytes_per_stage(self, num_stages: int, share: float = 1.0) -> list[float] | None:
+        """Bytes one micro-batch's activations take on each stage, if given.
+
+        ``activation_bytes`` is for one device's share of the model; a stage holding
+        ``share`` of it (:attr:`ppbook.schedule.Schedule.chunk_share`) holds that part.
+        """
         if self.activation_bytes is None:
             return None
-        return _expand("activation_bytes", self.activation_bytes, num_stages)
+        share = as_quantity(
+            share,
+            "share (of one device's part of the model)",
+            "activation_bytes_per_stage",
+            inclusive=False,
+        )
+        values = _expand("activation_bytes", self.activation_bytes, num_stages)
+        return [x * share for x in values]
 
     @classmethod
     def parse(cls, text: str, **kwargs) -> Costs:
-        """Parse the command line's ``F=1,B=2`` (keys F, B, I, W, FB)."""
+        """Parse the command line's ``F=1,B=2`` (keys F, B, I, W, FB, each at most once)."""
         values: dict[str, float] = {}
         for item in filter(None, (s.strip() for s in text.split(","))):
             key, sep, value = item.partition("=")
             key = key.strip()
-            if not sep or key not in ("F", "B", "I", "W", "FB"):
+            if not sep or key not in KEYS:
                 raise ValueError(
-                    f"cannot read cost {item!r}: expected KEY=VALUE with KEY one of F, B, I, W, FB"
+                    f"cannot read cost {shown(item)}: expected KEY=VALUE with KEY one of "
+                    + ", ".join(KEYS)
                 )
+            if key in values:
+                raise ValueError(f"cost {key} is given twice in {shown(text)}: give each key once")
             try:
-                values[key] = float(value)
+                number = float(value)
             except ValueError:
-                raise ValueError(f"cost {key} must be a number, got {value.strip()!r}") from None
+                raise ValueError(
+                    f"cost {key} must be a number, got {shown(value.strip())}"
+                ) from None
+            values[key] = as_quantity(number, f"cost {key}")
         return cls(**values, **kwargs)
 
 
-def _check_scalar(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-    return float(value)
-
-
-def _expand(name: str, value: Cost, num_stages: int) -> list[float]:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return [_check_scalar(name, value)] * num_stages
-    values = list(value)
-    if len(values) != num_stages:
+def _as_cost(name: str, value: object) -> float | tuple[float, ...]:
+    """A number, or one number per stage, checked by :func:`ppbook.checks.as_quantity`."""
+    if is_real(value):
+        return as_quantity(value, name, "Costs")
+    if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
         raise ValueError(
-            f"cost {name} has {len(values)} values, but the schedule has {num_stages} stages: "
+            f"Costs needs {name} to be a number or a list of numbers (one per stage), "
+            f"got {shown(value)} ({type(value).__name__})"
+        )
+    return tuple(as_quantity(x, f"{name}[{s}]", "Costs") for s, x in enumerate(value))
+
+
+def _expand(name: str, value: float | tuple[float, ...], num_stages: int) -> list[float]:
+    if isinstance(value, float):
+        return [value] * num_stages
+    if len(value) != num_stages:
+        raise ValueError(
+            f"cost {name} has {len(value)} values, but the schedule has {num_stages} stages: "
             "give one value per stage or a single number"
         )
-    return [_check_scalar(f"{name}[{s}]", x) for s, x in enumerate(values)]
+    return list(value)
 
 
 def _left(name: str, value: float) -> float:
     if value < 0:
-        raise ValueError(f"cost {name} would be negative ({value}): I + W must not exceed B")
+        raise ValueError(f"cost {name} would be negative ({value:g}): I + W must not exceed B")
     return value

@@ -13,16 +13,31 @@ They describe the same idle time: f = r / (1 + r) exactly.
 
 Activation memory: the activations of (stage, micro-batch) live on the stage's rank from
 the start of its ``F`` until the end of its backward ``B``, or of its ``W`` when the backward
-is split into ``I`` and ``W``. Counts are in micro-batch activations of one stage chunk;
-bytes use the per-stage ``activation_bytes`` when given.
+is split into ``I`` and ``W``. Amounts are in micro-batch activations of a full stage (one
+device's share of the model): a stage chunk of a schedule with v chunks per rank counts
+:attr:`~ppbook.schedule.Schedule.chunk_share` = 1/v, so amounts compare across schedules
+(interleaved 1F1B and 1F1B both hold about p at the first rank). Bytes use the per-stage
+``activation_bytes`` when given.
+
+Times are in :attr:`Timeline.time_unit`: ``"time unit"`` for simulated and closed-form
+timelines (costs are unitless), ``"s"`` for measured ones.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 
-from ppbook.schedule import Schedule, Step
+from ppbook.checks import finite_result
+from ppbook.schedule import Action, Schedule, Step
+
+ACTIVATION_UNIT = "micro-batch activations of a full stage"
+"""The unit of :meth:`Timeline.memory` and :meth:`Timeline.peak_activations`."""
+
+_KIND = operator.attrgetter("kind")
+_HELD = {"F": 1, "I": 0, "B": -1, "W": -1}  # stage chunks an action allocates (+) or frees (-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +60,10 @@ class Timeline:
     ``starts[rank][k]`` and ``ends[rank][k]`` time the k-th action of
     ``schedule.actions[rank]``; :attr:`intervals` gives them as :class:`Interval` records.
     ``source`` says where the times come from: ``"simulated"``, ``"measured"`` or
-    ``"closed form"`` (:func:`ppbook.symbolic.gpipe_timeline`).
+    ``"closed form"`` (:func:`ppbook.symbolic.gpipe_timeline`). ``time_unit`` says what
+    the times count: by default ``"s"`` for a measured timeline and ``"time unit"`` (the
+    unit of the costs) otherwise. ``activation_bytes[stage]`` is what one micro-batch's
+    activations take on ``stage``, when known.
     """
 
     schedule: Schedule
@@ -53,11 +71,15 @@ class Timeline:
     ends: tuple[tuple[float, ...], ...]
     activation_bytes: list[float] | None = None
     source: str = "simulated"
+    time_unit: str | None = None
 
     def __post_init__(self) -> None:
         lengths = [len(row) for row in self.schedule.actions]
         if [len(r) for r in self.starts] != lengths or [len(r) for r in self.ends] != lengths:
             raise ValueError("a timeline needs one start and one end per action of each rank")
+        if self.time_unit is None:
+            unit = "s" if self.source == "measured" else "time unit"
+            object.__setattr__(self, "time_unit", unit)
 
     @classmethod
     def from_arrays(cls, schedule: Schedule, starts, ends, **kwargs) -> Timeline:
@@ -84,11 +106,12 @@ class Timeline:
     @cached_property
     def makespan(self) -> float:
         """Time from the first start to the last end, over all ranks."""
-        return max((max(row) for row in self.ends if row), default=self.origin) - self.origin
+        last = max((max(row) for row in self.ends if row), default=self.origin)
+        return finite_result(last - self.origin, f"the makespan (in {self.time_unit})")
 
     def busy(self, rank: int) -> float:
         """Time ``rank`` spent computing."""
-        return sum(self.ends[rank]) - sum(self.starts[rank])
+        return sum(map(operator.sub, self.ends[rank], self.starts[rank]))
 
     def idle(self, rank: int) -> float:
         """Time ``rank`` spent idle within the makespan."""
@@ -97,10 +120,10 @@ class Timeline:
     def idle_gaps(self, rank: int) -> list[tuple[float, float]]:
         """Idle (start, end) gaps of ``rank`` within the makespan, in time order."""
         gaps, t = [], self.origin
-        for iv in self.intervals[rank]:
-            if iv.start > t:
-                gaps.append((t, iv.start))
-            t = max(t, iv.end)
+        for start, end in zip(self.starts[rank], self.ends[rank], strict=True):
+            if start > t:
+                gaps.append((t, start))
+            t = max(t, end)
         end = self.origin + self.makespan
         if end > t:
             gaps.append((t, end))
@@ -130,52 +153,93 @@ class Timeline:
     def memory(self, rank: int, in_bytes: bool = False) -> list[tuple[float, float]]:
         """Activations held by ``rank`` over time: ``(time, amount)`` after each change.
 
-        Amounts count micro-batch activations of one stage chunk, or bytes with
-        ``in_bytes`` (needs ``activation_bytes``).
+        Amounts are in micro-batch activations of a full stage (:data:`ACTIVATION_UNIT`; a
+        stage chunk counts ``schedule.chunk_share``), or bytes with ``in_bytes`` (needs
+        ``activation_bytes``).
         """
-        if in_bytes and self.activation_bytes is None:
-            raise ValueError("memory in bytes needs activation_bytes (Costs(activation_bytes=...))")
-        # Sorted by time, then by execution order: a rank runs one action after another, so at
-        # equal times (back-to-back or zero-length actions) an earlier action's free comes
-        # before a later action's allocation, and an action's start before its own end.
-        events: list[tuple[float, int, int, float]] = []
-        for k, iv in enumerate(self.intervals[rank]):
-            for part in iv.action.parts:
-                size = self.activation_bytes[part.stage] if in_bytes else 1
-                if part.kind == "F":
-                    events.append((iv.start, k, 0, size))
-                elif part.kind in ("B", "W"):  # a split backward frees at its W
-                    events.append((iv.end, k, 1, -size))
-        events.sort(key=lambda e: e[:3])
+        changes = self._changes(rank, in_bytes)
+        share = 1.0 if in_bytes else self.schedule.chunk_share
         held, curve = 0.0, [(self.origin, 0.0)]
-        for time, _, _, delta in events:
+        for time, delta in changes:
             held += delta
-            curve.append((time, held))
+            curve.append((time, held * share))
         return curve
 
-    def peak_activations(self, rank: int) -> int:
-        """Most micro-batch activations ``rank`` holds at once."""
-        return int(max(amount for _, amount in self.memory(rank)))
+    def peak_activations(self, rank: int) -> float:
+        """Most activations ``rank`` holds at once, in micro-batch activations of a full stage."""
+        return self._peak(rank, in_bytes=False) * self.schedule.chunk_share
 
     def peak_activation_bytes(self, rank: int) -> float:
         """Most activation bytes ``rank`` holds at once (needs ``activation_bytes``)."""
-        return max(amount for _, amount in self.memory(rank, in_bytes=True))
+        return self._peak(rank, in_bytes=True)
+
+    def _peak(self, rank: int, in_bytes: bool) -> float:
+        if not in_bytes and self._in_order(rank):
+            try:  # one action allocates or frees at most one chunk: a running sum in order
+                kinds = map(_KIND, self.schedule.actions[rank])
+                return float(max(accumulate(map(_HELD.__getitem__, kinds), initial=0)))
+            except KeyError:  # an overlapped pair allocates and frees: go event by event
+                pass
+        held = peak = 0.0
+        for _, delta in self._changes(rank, in_bytes):
+            held += delta
+            if held > peak:
+                peak = held
+        return peak
+
+    def _in_order(self, rank: int) -> bool:
+        """Whether execution order is time order (measured times may overlap a little)."""
+        starts, ends = self.starts[rank], self.ends[rank]
+        return all(map(operator.le, starts, ends)) and all(map(operator.le, ends[:-1], starts[1:]))
+
+    def _changes(self, rank: int, in_bytes: bool) -> list[tuple[float, float]]:
+        """``(time, +size)`` when an ``F`` starts, ``(time, -size)`` when a ``B`` or ``W`` ends.
+
+        Sizes count stage chunks (1 each), or bytes with ``in_bytes``. In time order, and at
+        equal times in execution order: a rank runs one action after another, so a back-to-back
+        or zero-length action's free comes before the next allocation, and an action's start
+        before its own end.
+        """
+        if in_bytes and self.activation_bytes is None:
+            raise ValueError("memory in bytes needs activation_bytes (Costs(activation_bytes=...))")
+        sizes = self.activation_bytes if in_bytes else None
+        starts, ends = self.starts[rank], self.ends[rank]
+        events: list[tuple[float, int, int, float]] = []
+        for k, step in enumerate(self.schedule.actions[rank]):
+            for stage, kind, _ in (step,) if type(step) is Action else step.parts:
+                if kind == "F":
+                    events.append((starts[k], k, 0, sizes[stage] if sizes else 1.0))
+                elif kind == "B" or kind == "W":  # a split backward frees at its W
+                    events.append((ends[k], k, 1, -sizes[stage] if sizes else -1.0))
+        if not self._in_order(rank):
+            events.sort(key=lambda e: e[:3])
+        return [(time, delta) for time, _, _, delta in events]
 
     def metrics(self) -> dict:
-        """The metrics as plain data (what ``ppbook simulate --json`` prints)."""
+        """The metrics as plain data (what ``ppbook simulate --json`` prints).
+
+        Times (``makespan``, ``busy``, ``idle``) are in ``time_unit``; peak activations in
+        micro-batch activations of a full stage (``peak_activations_full_stage``), and in
+        bytes (``peak_activation_bytes``) when activation sizes are known. Raises a ValueError
+        when a result is not a finite number (costs too large for floating point).
+        """
         ranks = range(self.num_ranks)
+        busy = [self.busy(r) for r in ranks]
+        makespan = self.makespan
         out = {
             "schedule": self.schedule.name,
             "source": self.source,
+            "time_unit": self.time_unit,
             "num_ranks": self.num_ranks,
             "num_stages": self.schedule.num_stages,
             "num_microbatches": self.schedule.num_microbatches,
-            "makespan": self.makespan,
-            "bubble_fraction": self.bubble_fraction,
-            "bubble_ratio": self.bubble_ratio,
-            "busy": [self.busy(r) for r in ranks],
-            "idle": [self.idle(r) for r in ranks],
-            "peak_activations": [self.peak_activations(r) for r in ranks],
+            "makespan": makespan,
+            "bubble_fraction": finite_result(self.bubble_fraction, "the bubble fraction"),
+            "bubble_ratio": finite_result(self.bubble_ratio, "the bubble ratio"),
+            "busy": busy,
+            "idle": [makespan - b for b in busy],
+            "activation_unit": ACTIVATION_UNIT,
+            "peak_activations_full_stage": [self.peak_activations(r) for r in ranks],
         }
         if self.activation_bytes is not None:
             out["peak_activation_bytes"] = [self.peak_activation_bytes(r) for r in ranks]

@@ -2,13 +2,33 @@
 
 Each subcommand lives with its layer: :mod:`ppbook.cli.simulate` (standard library and
 matplotlib for ``--png``) and :mod:`ppbook.cli.run` (torch, imported only when
-``run`` is asked for).
+``run`` is asked for). Bad input (a ValueError) is printed as a short message, cut to
+:data:`MAX_ERROR_LINES` lines and :data:`MAX_ERROR_CHARS` characters, with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+MAX_ERROR_LINES = 12
+"""Lines of an error message printed (a deadlock report names one stuck rank a line)."""
+MAX_ERROR_CHARS = 2000
+"""Characters of an error message printed."""
+
+
+def short_error(message: str) -> str:
+    """``message`` cut to :data:`MAX_ERROR_LINES` lines and :data:`MAX_ERROR_CHARS` characters,
+    saying how much was left out."""
+    lines = message.splitlines() or [""]
+    if len(lines) > MAX_ERROR_LINES:
+        left = len(lines) - (MAX_ERROR_LINES - 1)
+        lines = [*lines[: MAX_ERROR_LINES - 1], f"... ({left:,} more lines)"]
+    text = "\n".join(lines)
+    if len(text) > MAX_ERROR_CHARS:
+        left = len(text) - (MAX_ERROR_CHARS - 40)
+        text = text[: MAX_ERROR_CHARS - 40] + f"... ({left:,} more characters)"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except ValueError as exc:  # bad input: say what was wrong, no traceback
-        print(f"ppbook {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ppbook {args.command}: error: {short_error(str(exc))}", file=sys.stderr)
         return 2
 
 

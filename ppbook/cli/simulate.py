@@ -4,7 +4,8 @@ Prints a text timeline (:mod:`ppbook.views.text`) and the metrics, or with ``--j
 metrics as one JSON object (:meth:`ppbook.timeline.Timeline.metrics`). ``--png``,
 ``--trace`` and ``--csv`` write a picture (:mod:`ppbook.views.gantt`), a Chrome trace
 (:mod:`ppbook.views.trace`) and the schedule in PyTorch's CSV form. Bad input raises a
-ValueError, which :func:`ppbook.cli.main` prints as one line with exit status 2.
+ValueError, which :func:`ppbook.cli.main` prints as one short message with exit status 2;
+sizes, output paths and widths are checked before anything is built or simulated.
 """
 
 from __future__ import annotations
@@ -15,13 +16,24 @@ import sys
 import textwrap
 from pathlib import Path
 
+from ppbook import limits
 from ppbook.costs import Costs
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
-from ppbook.views.text import metrics_text, text_timeline
+from ppbook.views.text import DEFAULT_WIDTH, metrics_text, needed_width, text_timeline
 
 CHUNKS = {"none": "1", "any": "v >= 1", "two": "2"}
+PICTURES = (".png", ".svg")
+"""What ``--png`` writes, by the path's suffix."""
+MAX_AUTO_WIDTH = 400
+"""Widest text timeline drawn without ``--width``; wider ones are left out with a note."""
+COSTS_HELP = (
+    "the cost of a chunk: time of one pass of one micro-batch through one device's share "
+    "of the model (1/p of its layers); a schedule with v chunks per rank runs each chunk "
+    "pass in cost/v, so the same costs compare schedules fairly. Keys F, B (full "
+    "backward), I, W, FB, each once (default F=1, B=2F, I=W=B/2)"
+)
 
 
 def schedule_table(width: int = 64) -> str:
@@ -46,7 +58,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "Simulate a pipeline schedule: each rank runs its actions in order, each as soon\n"
             "as its inputs are ready. Prints a text timeline and the metrics: makespan,\n"
             "bubble fraction f = idle/total, bubble ratio r = idle/compute, and per rank\n"
-            "busy and idle time and peak activations."
+            "busy and idle time and peak activations. Times are in the unit of the costs\n"
+            '("time unit"); activations in micro-batch activations of a full stage (one\n'
+            "device's share of the model; a chunk of a schedule with v chunks counts 1/v).\n"
+            "Sizes beyond --max-stages, --max-microbatches and --max-actions are refused\n"
+            "before anything is built; raise the limits to go further."
         ),
         epilog="schedules (--schedule):\n" + schedule_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -66,13 +82,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="read the schedule from PyTorch's CSV form (one row per rank, e.g. 0F0,0F1,,0B0)",
     )
     model = parser.add_argument_group("the cost model")
-    model.add_argument(
-        "--costs",
-        default="",
-        metavar="F=1,B=2",
-        help="time of one pass of one micro-batch on one stage chunk; keys F, B (full "
-        "backward), I, W, FB (default F=1, B=2F, I=W=B/2)",
-    )
+    model.add_argument("--costs", default="", metavar="F=1,B=2", help=COSTS_HELP)
     model.add_argument(
         "--comm",
         type=float,
@@ -83,12 +93,44 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--activation-bytes",
         type=float,
         metavar="N",
-        help="bytes of one micro-batch's activations on one stage chunk (adds peak bytes)",
+        help="bytes of one micro-batch's activations of one device's share of the model "
+        "(a chunk holds its share; adds peak bytes)",
+    )
+    sizes = parser.add_argument_group("limits (refused up front, before building)")
+    sizes.add_argument(
+        "--max-stages",
+        type=int,
+        default=limits.MAX_STAGES,
+        metavar="N",
+        help="most ranks p (default %(default)s)",
+    )
+    sizes.add_argument(
+        "--max-microbatches",
+        type=int,
+        default=limits.MAX_MICROBATCHES,
+        metavar="N",
+        help="most micro-batches m (default %(default)s)",
+    )
+    sizes.add_argument(
+        "--max-actions",
+        type=int,
+        default=limits.MAX_ACTIONS,
+        metavar="N",
+        help="most actions in the schedule (default %(default)s)",
     )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
-    out.add_argument("--width", type=int, default=100, help="columns of the text timeline")
-    out.add_argument("--png", metavar="PATH", help="write a timeline picture (PNG)")
+    out.add_argument(
+        "--width",
+        type=int,
+        help=f"columns of the text timeline (default: {DEFAULT_WIDTH}, or as many as show "
+        f"every action, up to {MAX_AUTO_WIDTH}); a width that would drop actions is refused",
+    )
+    out.add_argument(
+        "--png",
+        metavar="PATH",
+        help="write a timeline picture to PATH, which ends in .png or .svg",
+    )
     out.add_argument("--trace", metavar="PATH", help="write a Chrome trace (JSON, for Perfetto)")
     out.add_argument("--csv", metavar="PATH", help="write the schedule in PyTorch's CSV form")
     parser.set_defaults(handler=run)
@@ -122,33 +164,65 @@ def load_schedule(args: argparse.Namespace) -> Schedule:
     return build(args.schedule, args.stages, args.microbatches, args.chunks)
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse a bad width, a picture path of unknown kind, or a missing output folder."""
+    if args.width is not None and args.width < 1:
+        raise ValueError(f"--width must be >= 1 column, got {args.width}")
+    if args.png is not None and Path(args.png).suffix.lower() not in PICTURES:
+        raise ValueError(
+            f"--png {_cut(args.png)}: the path must end in .png or .svg "
+            "(the file is written exactly where the path says)"
+        )
+    for flag in ("csv", "trace", "png"):
+        path = getattr(args, flag)
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            raise ValueError(
+                f"cannot write {_cut(path)} (--{flag}): folder {_cut(str(Path(path).parent))} "
+                "does not exist; create it first"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     """Simulate, print, and write the files asked for; return the exit status."""
-    if args.width < 1:
-        raise ValueError(f"--width must be >= 1 column, got {args.width}")
+    check_outputs(args)
+    check_sizes(args)
     schedule = load_schedule(args)
+    check_sizes(args, schedule)
     costs = Costs.parse(args.costs, comm=args.comm, activation_bytes=args.activation_bytes)
     timeline = simulate(schedule, costs)
+    metrics = timeline.metrics()  # refuses results that are not finite numbers
     if args.json:
-        print(json.dumps(timeline.metrics()))
+        print(json.dumps(metrics, allow_nan=False))
     else:
-        print(text_timeline(timeline, width=args.width))
+        print(_timeline_text(timeline, args.width))
         print()
         print(metrics_text(timeline))
     note = sys.stderr if args.json else sys.stdout
     for path, write in (
         (args.csv, lambda p: schedule.to_csv(p)),
         (args.trace, lambda p: _write_trace(timeline, p)),
-        (args.png, lambda p: _write_png(timeline, p)),
+        (args.png, lambda p: _write_picture(timeline, p)),
     ):
         if path is None:
             continue
         try:
             write(path)
         except OSError as exc:
-            raise ValueError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise ValueError(f"cannot write {_cut(path)}: {exc.strerror or exc}") from None
         print(f"wrote {path}", file=note)
     return 0
+
+
+def _timeline_text(timeline, width: int | None) -> str:
+    """The text timeline; without ``--width``, a note instead when it would be too wide."""
+    if width is None:
+        needed = needed_width(timeline)
+        if needed > MAX_AUTO_WIDTH:
+            return (
+                f"(text timeline left out: showing every one of its {len(timeline.schedule):,} "
+                f"actions needs {needed:,} columns; give --width {needed} to draw it)"
+            )
+    return text_timeline(timeline, width=width)
 
 
 def _write_trace(timeline, path) -> None:
@@ -157,7 +231,45 @@ def _write_trace(timeline, path) -> None:
     to_chrome_trace(timeline, path)
 
 
-def _write_png(timeline, path) -> None:
+def _write_picture(timeline, path) -> None:
     from ppbook.views.gantt import timeline_figure
 
-    timeline_figure(timeline, memory=True).savefig(path, dpi=120)
+    kind = Path(path).suffix.lower().lstrip(".")  # the format, so the path is kept as given
+    timeline_figure(timeline, memory=True).savefig(path, format=kind, dpi=120)
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters, for a path quoted in a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_sizes(args: argparse.Namespace, schedule: Schedule | None = None) -> None:
+    """Refuse sizes beyond ``--max-stages``, ``--max-microbatches`` and ``--max-actions``.
+
+    Before building (``schedule`` None) a named schedule counts at most three actions
+    (F, I, W) per stage chunk and micro-batch; a schedule read from a file counts its own.
+    """
+    for flag in ("max_stages", "max_microbatches", "max_actions"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    if schedule is not None:
+        counted = (schedule.num_ranks, schedule.num_microbatches, len(schedule))
+        actions = "actions"
+    elif args.schedule in SCHEDULES and args.stages is not None and args.microbatches is not None:
+        rule = SCHEDULES[args.schedule].chunks
+        chunks = {"none": 1, "two": 2}.get(rule, args.chunks if args.chunks is not None else 2)
+        actions_at_most = 3 * args.stages * max(1, chunks) * args.microbatches
+        counted = (args.stages, args.microbatches, actions_at_most)
+        actions = "actions at most (F, I, W for each stage chunk and micro-batch)"
+    else:
+        return
+    limits_given = (args.max_stages, args.max_microbatches, args.max_actions)
+    flags = ("--max-stages", "--max-microbatches", "--max-actions")
+    for value, limit, flag, what in zip(
+        counted, limits_given, flags, ("ranks p", "micro-batches m", actions), strict=True
+    ):
+        if value > limit:
+            raise ValueError(
+                f"{value:,} {what} is beyond the limit {flag} {limit:,}; "
+                f"give {flag} {value} to go ahead, if time and memory allow"
+            )

@@ -4,13 +4,17 @@ One line per rank, time scaled to ``width`` columns. Each column shows what the 
 at the middle of the column's time slice: its kind's letter (``F``, ``B``, ``I``, ``W``,
 ``X`` for an overlapped F&B pair), upper case on even micro-batches and lower case on odd
 ones so that neighbouring actions stay apart, or ``.`` when the rank is idle.
+
+Every action that takes time gets at least one column: a width too narrow for that is
+refused with the width that would do (:func:`needed_width`), rather than drop actions.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 
-from ppbook.timeline import Timeline
+from ppbook.timeline import ACTIVATION_UNIT, Timeline
 
 KIND_CHARS = {"F": "F", "B": "B", "I": "I", "W": "W", "OVERLAP_F_B": "X"}
 KIND_NAMES = {
@@ -21,63 +25,114 @@ KIND_NAMES = {
     "OVERLAP_F_B": "overlapped F&B",
 }
 IDLE_CHAR = "."
+DEFAULT_WIDTH = 100
+"""Columns of a text timeline when no width is given and every action fits in them."""
 
 
-def text_timeline(timeline: Timeline, width: int = 100, legend: bool = True) -> str:
-    """``timeline`` drawn in ``width`` columns, one line per rank, then a legend."""
-    if width < 1:
+def plural(unit: str) -> str:
+    """``"time units"`` for ``"time unit"``; a symbol such as ``"s"`` stays as it is."""
+    return unit + "s" if unit == "time unit" else unit
+
+
+def needed_width(timeline: Timeline) -> int:
+    """The fewest columns that give every action of positive duration a column of its own.
+
+    With a column no longer than the shortest action, every action covers the middle of
+    some column: about ``ceil(makespan / shortest)`` (1 when no action takes time), more
+    where rounding at a column's middle needs it.
+    """
+    durations = (
+        map(operator.sub, e, s) for s, e in zip(timeline.starts, timeline.ends, strict=True)
+    )
+    shortest = min((d for row in durations for d in row if d > 0), default=0.0)
+    if shortest <= 0:
+        return 1
+    width = max(1, math.ceil(timeline.makespan / shortest - 1e-9))  # 104.99999... is 105
+    while _draw(timeline, width) is None:  # rounding at a column's middle: one more
+        width += 1
+    return width
+
+
+def text_timeline(timeline: Timeline, width: int | None = None, legend: bool = True) -> str:
+    """``timeline`` drawn in ``width`` columns, one line per rank, then a legend.
+
+    ``width=None`` takes :data:`DEFAULT_WIDTH` columns, or :func:`needed_width` when every
+    action needs more. A given width too narrow to show every action is refused.
+    """
+    if width is not None and width < 1:
         raise ValueError(f"width must be >= 1 column, got {width}")
+    if width is None:
+        width = max(DEFAULT_WIDTH, needed_width(timeline))
+    rows = _draw(timeline, width)
+    if rows is None:
+        raise ValueError(
+            f"a text timeline {width} columns wide would drop actions shorter than a column; "
+            f"{needed_width(timeline)} columns show every action"
+        )
+    label_width = len(f"rank {timeline.num_ranks - 1}")
+    lines = [f"{f'rank {rank}':>{label_width}} |{row}|" for rank, row in enumerate(rows)]
+    if legend:
+        step = timeline.makespan / width if timeline.makespan > 0 else 1.0
+        kinds = {action.kind for row in timeline.schedule.actions for action in row}
+        names = [f"{KIND_CHARS[k]} {name}" for k, name in KIND_NAMES.items() if k in kinds]
+        lines.append(f"{'':>{label_width}}  " + ", ".join([*names, f"{IDLE_CHAR} idle"]))
+        lines.append(
+            f"{'':>{label_width}}  upper case: even micro-batch, lower case: odd; "
+            f"one column = {step:.4g} {plural(timeline.time_unit)}"
+        )
+    return "\n".join(lines)
+
+
+def _draw(timeline: Timeline, width: int) -> list[str] | None:
+    """Each rank's ``width`` cells, or None if an action that takes time gets no column."""
     makespan = timeline.makespan
     step = makespan / width if makespan > 0 else 1.0
     origin = timeline.origin
-    label_width = len(f"rank {timeline.num_ranks - 1}")
-    lines = []
-    for rank, (row, starts, ends) in enumerate(
-        zip(timeline.schedule.actions, timeline.starts, timeline.ends, strict=True)
+    rows = []
+    for row, starts, ends in zip(
+        timeline.schedule.actions, timeline.starts, timeline.ends, strict=True
     ):
         cells = [IDLE_CHAR] * width
         for action, start, end in zip(row, starts, ends, strict=True):
             # columns whose middle, (c + 1/2) * step, lies in [start, end)
             first = max(0, math.ceil((start - origin) / step - 0.5))
             stop = min(width, math.ceil((end - origin) / step - 0.5))
+            if first >= stop:
+                if end > start:
+                    return None
+                continue
             char = KIND_CHARS[action.kind]
             if action.parts[0].microbatch % 2:
                 char = char.lower()
-            for c in range(first, stop):
-                cells[c] = char
-        lines.append(f"{f'rank {rank}':>{label_width}} |{''.join(cells)}|")
-    if legend:
-        kinds = {action.kind for row in timeline.schedule.actions for action in row}
-        names = [f"{KIND_CHARS[k]} {name}" for k, name in KIND_NAMES.items() if k in kinds]
-        lines.append(f"{'':>{label_width}}  " + ", ".join([*names, f"{IDLE_CHAR} idle"]))
-        lines.append(
-            f"{'':>{label_width}}  upper case: even micro-batch, lower case: odd; "
-            f"one column = {step:.4g} {'s' if timeline.source == 'measured' else 'time units'}"
-        )
-    return "\n".join(lines)
+            cells[first:stop] = char * (stop - first)
+        rows.append("".join(cells))
+    return rows
 
 
 def metrics_text(timeline: Timeline) -> str:
     """Makespan, both bubble conventions by name, and busy, idle and peak memory per rank."""
+    metrics = timeline.metrics()
     schedule = timeline.schedule
-    p = timeline.num_ranks
+    unit = plural(timeline.time_unit)
     lines = [
-        f"{schedule.name} ({timeline.source}): p = {p} ranks, {schedule.num_stages} stages, "
-        f"m = {schedule.num_microbatches} micro-batches",
-        f"makespan                         {timeline.makespan:.6g}",
-        f"bubble fraction f = idle/total   {timeline.bubble_fraction:.4f}",
-        f"bubble ratio r = idle/compute    {timeline.bubble_ratio:.4f}",
+        f"{schedule.name} ({timeline.source}): p = {metrics['num_ranks']} ranks, "
+        f"{schedule.num_stages} stages, m = {schedule.num_microbatches} micro-batches; "
+        f"times in {unit}",
+        f"makespan                         {metrics['makespan']:.6g} {unit}",
+        f"bubble fraction f = idle/total   {metrics['bubble_fraction']:.4f}",
+        f"bubble ratio r = idle/compute    {metrics['bubble_ratio']:.4f}",
+        f"peak activations: in {ACTIVATION_UNIT} (one device's share of the model)",
     ]
-    in_bytes = timeline.activation_bytes is not None
+    in_bytes = "peak_activation_bytes" in metrics
     lines.append(
         "rank        busy        idle   peak activations" + ("   peak bytes" if in_bytes else "")
     )
-    for rank in range(p):
+    for rank in range(metrics["num_ranks"]):
         line = (
-            f"{rank:>4} {timeline.busy(rank):>11.6g} {timeline.idle(rank):>11.6g} "
-            f"{timeline.peak_activations(rank):>18d}"
+            f"{rank:>4} {metrics['busy'][rank]:>11.6g} {metrics['idle'][rank]:>11.6g} "
+            f"{metrics['peak_activations_full_stage'][rank]:>18.4g}"
         )
         if in_bytes:
-            line += f" {timeline.peak_activation_bytes(rank):>12.6g}"
+            line += f" {metrics['peak_activation_bytes'][rank]:>12.6g}"
         lines.append(line)
     return "\n".join(lines)
