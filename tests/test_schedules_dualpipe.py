@@ -138,7 +138,8 @@ def test_peak_activations_pp_plus_1():
     for p in range(1, 7):  # DualPipeV: PP = 2p stage chunks on p ranks
         for m in (2 * p, 2 * p + 3):
             timeline = simulate(dualpipev(p, m))
-            assert [timeline.peak_activations(r) for r in range(p)] == [2 * p + 1] * p
+            # 2p + 1 chunks of half a stage each
+            assert [timeline.peak_activations(r) for r in range(p)] == [(2 * p + 1) / 2] * p
 
 
 # ----- rules, validation, CSV -----------------------------------------------------------

@@ -162,7 +162,7 @@ def test_memory_curve_and_bytes():
     assert max(a for _, a in curve) == 3
     assert timeline.peak_activation_bytes(1) == 2 * 20
     metrics = timeline.metrics()
-    assert metrics["peak_activations"] == [3, 2, 1]
+    assert metrics["peak_activations_full_stage"] == [3, 2, 1]
     assert metrics["peak_activation_bytes"] == [30, 40, 30]
     with pytest.raises(ValueError, match="needs activation_bytes"):
         simulate(one_f_one_b(2, 2)).memory(0, in_bytes=True)
@@ -209,12 +209,12 @@ def test_large_deadlock_is_found_at_once_without_recursion():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"F": -1}, "F must be a finite number >= 0, got -1"),
+        ({"F": -1}, "Costs needs F to be a finite number >= 0, got -1"),
         ({"F": [1, 2]}, "cost F has 2 values, but the schedule has 3 stages"),
         ({"I": 1}, "give both I and W"),
         ({"B": 2, "I": 3}, "cost W would be negative"),
         ({"comm_bytes": 10}, "comm_bytes needs a bandwidth"),
-        ({"bandwidth": 0}, "bandwidth must be > 0"),
+        ({"bandwidth": 0}, r"bandwidth \(bytes per time unit\) to be a finite number > 0"),
     ],
 )
 def test_bad_costs_are_clear_errors(kwargs, message):
@@ -249,5 +249,5 @@ def test_zero_costs_keep_the_peak_in_execution_order():
 
 @pytest.mark.parametrize("value", [None, "1", [1, "2", 3], True])
 def test_costs_that_are_not_numbers_are_clear_errors(value):
-    with pytest.raises(ValueError, match="must be a number"):
+    with pytest.raises(ValueError, match=r"Costs needs F(\[1\])? to be a"):
         Costs(F=value)
