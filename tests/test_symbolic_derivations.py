@@ -133,7 +133,7 @@ def test_zero_bubble_formulas():
     # idles (p-1) t_f per device, as the simulator measures (27, not 24, at p = 4, m = 8)
     assert S.zb_h2_bubble().subs(equal_passes) == (p - 1) * t_f
     assert S.zb_h2_makespan().subs(equal_passes).subs({p: 4, m: 8, t_f: 1}) == 27
-    # ZB-H1 cuts 1F1B's bubble (p-1)(F+B+W) to a third when F = B = W (paper, sec. 3)
+    # ZB-H1 cuts 1F1B's bubble (p-1)(F+B+W) to a third when F = B = W (paper, sec. 2.1)
     one_f_one_b = S.one_f_one_b_bubble().subs(t_b, t_i + t_w)
     assert same(S.zb_h1_bubble().subs(equal_passes) * 3, one_f_one_b.subs(equal_passes))
 
