@@ -1,10 +1,12 @@
 """Real pipelines on CPU processes (gloo) against the single-process model.
 
-For every schedule of ppbook.schedules that builds, p in {2, 3, 4} and m in {1, 2, p, 2p}
-where the schedule allows it, plus the hand-written corner cases of
-ppbook.runtime.examples at p = 2: the loss and every parameter gradient equal those of the
-same model in one process (float64), each rank ran exactly its actions of the schedule
-in order, and the measured timeline respects every dependency on the aligned clocks.
+For every schedule of ppbook.schedules, p in {2, 3, 4} and m in {1, 2, p, 2p} where the
+schedule allows it (a schedule that allows none of them fails the run, unless it is a
+stated exclusion: DualPipe at odd p), plus the hand-written corner cases of
+ppbook.runtime.examples at p = 2: two training steps give the losses, the gradients and
+the parameters of the same two steps in one process (float64), each rank ran exactly its
+actions of the schedule in order, and the measured timeline respects every dependency on
+the aligned clocks.
 
 All runs for one p share one launch (ppbook.runtime.launch.launch_many), so the grid
 costs a few process starts, not hundreds. Set PPBOOK_QUICK=1 to run p = 2 only.
@@ -37,7 +39,7 @@ TRANSFORMER_CASES = {"1f1b", "zb-h1", "dualpipev", "interleaved-1f1b"}
 
 
 def tiny(schedule, nproc: int, m: int, **kw) -> RunConfig:
-    """A float64 run of a tiny model that reports gradients; two steps."""
+    """A float64 run of a tiny model that reports gradients and parameters; two SGD steps."""
     name = schedule if isinstance(schedule, str) else schedule.name
     model = "transformer" if name in TRANSFORMER_CASES and m == nproc else "mlp"
     base = dict(
@@ -58,17 +60,31 @@ def tiny(schedule, nproc: int, m: int, **kw) -> RunConfig:
     return RunConfig(**base)
 
 
+REFUSED: dict[tuple[int, str], str] = {}
+"""(p, schedule) -> why the schedule refused every m at that p (filled by :func:`grid`)."""
+
+EXCLUDED = {(3, "dualpipe"): "even"}
+"""Schedules that may refuse a p, with a word their reason must contain: DualPipe feeds
+half of the micro-batches from each end, so it needs an even p."""
+
+
 def grid(p: int) -> list[RunConfig]:
-    """Every schedule that builds, for each m in {1, 2, p, 2p} it accepts."""
+    """Every schedule, for each m in {1, 2, p, 2p} it accepts; one that accepts none of
+    them is recorded in REFUSED (test_every_schedule_is_exercised fails on it)."""
     configs = []
     for name in SCHEDULES:
+        accepted = False
         for m in sorted({1, 2, p, 2 * p}):
             config = tiny(name, p, m)
             try:
                 check(config)
-            except ValueError:  # m not allowed by this schedule, or builder not there yet
+            except ValueError as exc:  # m not allowed by this schedule (say, 1F1B with m < p)
+                REFUSED[(p, name)] = str(exc)
                 continue
             configs.append(config)
+            accepted = True
+        if accepted:
+            REFUSED.pop((p, name), None)
     if p == 2:
         for schedule in (reordered_backward(), split_one_f_one_b(2, 4), overlapped_pair()):
             configs.append(tiny(schedule, 2, schedule.num_microbatches))
@@ -165,6 +181,19 @@ def test_a_mispaired_message_is_detected():
     assert "expected the gradient for 0B1 from rank 1" in message
     assert "the next message was the gradient for 0B0" in message
     assert caught.value.rank == 0
+
+
+def test_every_schedule_is_exercised():
+    """A schedule whose builder fails for every m would drop out of the grid: not silently."""
+    for p in SIZES:
+        for name in SCHEDULES:
+            reason = REFUSED.get((p, name))
+            if reason is None:
+                continue
+            expected = EXCLUDED.get((p, name))
+            assert expected is not None and expected in reason, f"{name} p={p}: {reason}"
+    exercised = {(p, label.split(" ")[0]) for p, label in CASES}
+    assert exercised | set(EXCLUDED) >= {(p, name) for p in SIZES for name in SCHEDULES}
 
 
 def test_the_grid_covers_the_schedules_the_issue_names():
