@@ -1,4 +1,5 @@
 """Interactive controls for the chapters (ipywidgets); import the submodule you need.
 
 - ``ppbook.widgets.bubble``: chapter 1's bubble explorer, p and m sliders.
+- ``ppbook.widgets.timeline``: chapter 2's schedule explorer: schedule, p, m, v and costs.
 """

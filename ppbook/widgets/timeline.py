@@ -8,6 +8,12 @@ in an ``Image`` widget: no ipympl needed, no pyplot state touched. A combination
 schedule rejects (interleaved 1F1B with m not a multiple of p, say) shows the rule's
 message instead of a picture.
 
+The sliders follow the package's cost convention (:mod:`ppbook.costs`): F, B and W time
+one pass over one device's share of the model (1/p of it), so switching between
+schedules with different v compares them fairly; the readout says what one chunk pass
+takes. W is the part of B that schedules splitting the backward run as their own pass
+(I = B - W); the others run B whole, so for them the W slider is off and ignored.
+
 Tests and benchmarks drive it without a browser through :meth:`ScheduleExplorer.update`.
 Bubble conventions (REFERENCES.md): bubble fraction f = idle/total (GPipe) and bubble
 ratio r = idle/compute (Megatron-LM, Ultra-Scale Playbook).
@@ -26,8 +32,9 @@ from ppbook.costs import Costs
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
-from ppbook.timeline import Timeline
-from ppbook.views.gantt import IDLE_COLOR, KIND_COLORS, KIND_NAMES, plot_timeline, title_text
+from ppbook.timeline import ACTIVATION_UNIT, Timeline
+from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES
+from ppbook.views.gantt import chunk_cost_note, plot_timeline, title_text
 
 FIGSIZE = (10.5, 5.0)  # inches
 DPI = 72
@@ -165,7 +172,7 @@ class ScheduleExplorer(widgets.VBox):
             legend=False,
             max_hatched=MAX_HATCHED,
         )
-        peaks = [round(max(line.get_ydata())) for line in self.memory_axes.lines]
+        peaks = [timeline.peak_activations(rank) for rank in range(timeline.num_ranks)]
         self.memory_axes.set_ylim(0, 1.08 * max(peaks, default=1) + 0.5)  # follow the peak
         self.readout.value = _metrics_html(timeline, peaks)
         buffer = io.BytesIO()
@@ -206,37 +213,36 @@ class ScheduleExplorer(widgets.VBox):
 
 
 def device_share_costs(schedule: Schedule, state: dict) -> Costs:
-    """Costs for the sliders, which time one device's share of the model (1/p of it).
+    """The sliders' costs, which time one device's share of the model (1/p of it).
 
-    A micro-batch visits ``len(schedule.route(0))`` stage chunks, so each chunk pass takes
-    the sliders' times scaled by p over that count: F/v for interleaved 1F1B with v chunks
-    (Megatron-LM's accounting: the bubble shrinks by v), F/2 for ZB-V and DualPipeV, F for
-    GPipe, 1F1B and DualPipe (whose two stages per rank are copies).
+    They go to the simulator as they are: it runs each chunk pass in ``cost *
+    schedule.chunk_share`` (F/v for interleaved 1F1B with v chunks, F/2 for ZB-V and
+    DualPipeV, F for GPipe, 1F1B, ZB-H1, ZB-H2 and DualPipe). ``W`` is passed only to
+    schedules that split the backward (``I = B - W``); the others run ``B`` whole, so any
+    ``W`` on the slider is fine for them.
     """
-    scale = schedule.num_ranks / len(schedule.route(0))
-    return Costs(
-        F=state["F"] * scale, B=state["B"] * scale, W=state["W"] * scale, comm=state["comm"]
-    )
+    split = {"W": state["W"]} if schedule.split_backward else {}
+    return Costs(F=state["F"], B=state["B"], comm=state["comm"], **split)
 
 
-def _metrics_html(timeline: Timeline, peaks: list[int]) -> str:
-    """Title, both bubble conventions by name, peak activations, and the colour key."""
+def _metrics_html(timeline: Timeline, peaks: list[float]) -> str:
+    """Title, both bubble conventions by name, peak activations, the colour key, the units."""
     kinds = {step.kind for row in timeline.schedule.actions for step in row}
     key = " ".join(
         f"<span style='background:{KIND_COLORS[k]};color:white;padding:0 4px'>"
         f"{html.escape(KIND_NAMES[k])}</span>"
-        for k in KIND_COLORS
+        for k in DRAWN_KINDS
         if k in kinds
     )
     idle = f"<span style='background:{IDLE_COLOR};padding:0 4px'>idle</span>"
-    title = html.escape(title_text(timeline)).replace("\n", "<br>")
+    title = html.escape(title_text(timeline, convention=False)).replace("\n", "<br>")
+    shown_peaks = ", ".join(f"{peak:g}" for peak in peaks)
     return (
         f"<div style='font-family:monospace'><b>{title}</b><br>"
-        f"peak activations per rank (micro-batches of one chunk): {peaks}<br>"
+        f"peak activations per rank ({html.escape(ACTIVATION_UNIT)}): [{shown_peaks}]<br>"
         f"{key} {idle} &nbsp;lighter = later micro-batch; "
-        "memory panel: one line per rank, rank 0 darkest<br>"
-        "F, B, W time one device's share of the model (1/p of it); a chunk pass takes "
-        "that share of them</div>"
+        "memory panel: one line per rank, rank 0 darkest and widest<br>"
+        f"{html.escape(chunk_cost_note(timeline.schedule))}</div>"
     )
 
 
