@@ -11,11 +11,12 @@ import pytest  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 
 from ppbook.costs import Costs  # noqa: E402
-from ppbook.schedule import Schedule  # noqa: E402
-from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b  # noqa: E402
+from ppbook.schedule import KINDS, OverlapFB, Schedule  # noqa: E402
+from ppbook.schedules import dualpipe, gpipe, interleaved_1f1b, one_f_one_b, zb_v  # noqa: E402
 from ppbook.simulate import simulate  # noqa: E402
 from ppbook.timeline import Timeline  # noqa: E402
-from ppbook.views.gantt import KIND_COLORS, plot_timeline, timeline_figure  # noqa: E402
+from ppbook.views.colors import DRAWN_KINDS, KIND_COLORS, KIND_NAMES  # noqa: E402
+from ppbook.views.gantt import plot_timeline, timeline_figure  # noqa: E402
 
 SPLIT = Schedule.from_strings(
     [["0F0", "0F1", "0I0", "0I1", "0W0", "0W1"], ["1F0", "1I0", "1W0", "1F1", "1I1", "1W1"]],
@@ -202,3 +203,53 @@ def test_timeline_figure_is_not_a_pyplot_figure_and_rcparams_stay():
     assert not plt.get_fignums()  # pyplot does not know it
     assert len(fig.axes) == 2
     assert dict(matplotlib.rcParams) == before
+
+
+def test_kinds_drawn_are_the_schedules_kinds_and_the_overlapped_pair():
+    assert DRAWN_KINDS == (*KINDS, OverlapFB.kind)
+    assert set(KIND_COLORS) == set(KIND_NAMES) == set(DRAWN_KINDS)
+
+
+def test_every_axis_says_its_time_unit():
+    simulated = TIMELINES["1f1b"]
+    measured = Timeline.from_arrays(
+        simulated.schedule, simulated.starts, simulated.ends, source="measured"
+    )
+    for timeline, unit in ((simulated, "time unit"), (measured, "s")):
+        fig, ax = plt.subplots()  # as chapter 3 draws a measured run: no memory panel
+        plot_timeline(timeline, ax=ax)
+        assert ax.get_xlabel() == f"time ({unit})"
+        assert f"makespan = {timeline.makespan:.4g} {unit}\n" in ax.get_title()
+        fig = plot_timeline(timeline, memory=True)
+        assert fig.axes[1].get_xlabel() == f"time ({unit})"
+
+
+def test_memory_axis_says_its_unit():
+    fig = plot_timeline(TIMELINES["interleaved"], memory=True)
+    assert fig.axes[1].get_ylabel() == "held (micro-batch activations\nof a full stage)"
+    sized = simulate(one_f_one_b(2, 2), Costs(activation_bytes=1e6))
+    fig = plot_timeline(sized, memory=True, in_bytes=True)
+    assert fig.axes[1].get_ylabel() == "activations held\n(bytes)"
+
+
+@pytest.mark.parametrize(
+    ("build", "note"),
+    [
+        (lambda: interleaved_1f1b(2, 4, 2), "a chunk pass takes cost/2"),
+        (lambda: interleaved_1f1b(2, 4, 3), "a chunk pass takes cost/3"),
+        (lambda: zb_v(2, 4), "a chunk pass takes cost/2"),
+        (lambda: dualpipe(4, 8), "a chunk pass takes the full cost"),  # two copies, p stages
+    ],
+)
+def test_title_of_a_schedule_with_chunks_states_the_cost_convention(build, note):
+    title = plot_timeline(simulate(build())).axes[0].get_title()
+    assert title.endswith("\ncosts per device share (1/p of the model); " + note)
+
+
+def test_title_of_one_stage_per_rank_or_a_measured_run_has_no_convention_note():
+    assert "device share" not in plot_timeline(TIMELINES["1f1b"]).axes[0].get_title()
+    simulated = TIMELINES["interleaved"]
+    measured = Timeline.from_arrays(
+        simulated.schedule, simulated.starts, simulated.ends, source="measured"
+    )
+    assert "device share" not in plot_timeline(measured).axes[0].get_title()

@@ -1,14 +1,19 @@
 """Timeline (Gantt) pictures of a schedule, simulated or measured (chapter 2).
 
 One lane per rank, one box per action, coloured by kind (``F``, ``B``, ``I``, ``W`` and an
-overlapped F&B pair) and shaded by micro-batch (dark early, light late), with the
+overlapped F&B pair) and shaded by micro-batch (dark early, light late; the colours are
+:mod:`ppbook.views.colors`), with the
 micro-batch number inside the box when it fits. Idle time is the grey lane showing
 through. An optional panel below plots the activations each rank holds over time
 (:meth:`~ppbook.timeline.Timeline.memory`) as a step plot.
 
 The title names both bubble conventions (REFERENCES.md): the bubble fraction
 f = idle/total (GPipe, arXiv:1811.06965) and the bubble ratio r = idle/compute
-(Megatron-LM, arXiv:2104.04473; the Ultra-Scale Playbook's r_bubble).
+(Megatron-LM, arXiv:2104.04473; the Ultra-Scale Playbook's r_bubble). A timeline of a
+schedule with several chunks per rank also states the cost convention that lets it be
+compared with others (:mod:`ppbook.costs`): costs time one device's share of the model,
+and a chunk pass takes ``cost * schedule.chunk_share``. The time axis names
+:attr:`~ppbook.timeline.Timeline.time_unit`.
 
 The boxes of one kind on one chunk are one :class:`~matplotlib.collections.PolyCollection`
 (label = the kind), so drawing stays fast for tens of thousands of actions. Times are
@@ -23,61 +28,44 @@ from typing import NamedTuple
 
 import numpy as np
 from matplotlib.collections import PolyCollection
-from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
+from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
+from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES, shade, shades
 from ppbook.views.memory import plot_memory
 
-KIND_COLORS = {
-    "F": "#1f6fb4",  # blue
-    "B": "#1a9e77",  # green: full backward
-    "I": "#e08a00",  # orange: backward for the input only
-    "W": "#c8463c",  # red: weight-gradient pass
-    "OVERLAP_F_B": "#8e5aa8",  # purple: DualPipe's overlapped forward-and-backward pair
-}
-"""Base colour of each kind; a micro-batch's shade mixes it with white, keeping its hue."""
-
-KIND_NAMES = {
-    "F": "F forward",
-    "B": "B backward",
-    "I": "I input grad",
-    "W": "W weight grad",
-    "OVERLAP_F_B": "F&B overlapped",
-}
-
-IDLE_COLOR = "#e6e6e6"
-MAX_LIGHTEN = 0.55  # the last micro-batch is this far from the base colour towards white
 LANE_HEIGHT = 0.8  # box height, in rank units
 MAX_HATCHED = 600  # hatch chunks by default up to this many boxes (hatching draws slowly)
 CHUNK_HATCHES = (None, "////", "\\\\\\\\", "xxxx")  # a rank's first, second, ... chunk
 
 
-def shade(kind: str, microbatch: int, num_microbatches: int) -> tuple[float, float, float]:
-    """The colour of ``kind`` on ``microbatch``: the kind's colour, lighter for later ones."""
-    t = MAX_LIGHTEN * microbatch / (num_microbatches - 1) if num_microbatches > 1 else 0.0
-    return tuple(c + (1.0 - c) * t for c in to_rgb(KIND_COLORS[kind]))
+def chunk_cost_note(schedule: Schedule) -> str:
+    """The cost convention, said for ``schedule``: what one chunk pass takes."""
+    share = schedule.chunk_share
+    scaled = "the full cost" if share == 1 else f"cost/{1 / share:g}"
+    return f"costs per device share (1/p of the model); a chunk pass takes {scaled}"
 
 
-def shades(kind: str, microbatches, num_microbatches: int) -> np.ndarray:
-    """:func:`shade` for many micro-batches at once: an array of RGB rows."""
-    t = MAX_LIGHTEN * np.asarray(microbatches, dtype=float) / max(num_microbatches - 1, 1)
-    base = np.array(to_rgb(KIND_COLORS[kind]))
-    return base + (1.0 - base) * t[:, None]
+def title_text(timeline: Timeline, convention: bool = True) -> str:
+    """Schedule, p, m, v, makespan (with its unit) and both bubble conventions, by name.
 
-
-def title_text(timeline: Timeline) -> str:
-    """Schedule, p, m, v, makespan and both bubble conventions, by name."""
+    With ``convention``, a simulated or closed-form timeline whose ranks hold several
+    chunks adds :func:`chunk_cost_note` on a third line.
+    """
     schedule = timeline.schedule
     p, m = schedule.num_ranks, schedule.num_microbatches
     v = schedule.num_stages / p
     measured = "" if timeline.source == "simulated" else f" ({timeline.source})"
-    return (
+    text = (
         f"{schedule.name}{measured}: p = {p}, m = {m}, v = {v:g}, "
-        f"makespan = {timeline.makespan:.4g}\n"
+        f"makespan = {timeline.makespan:.4g} {timeline.time_unit}\n"
         f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f},  "
         f"bubble ratio r = idle/compute = {timeline.bubble_ratio:.3f}"
     )
+    if convention and timeline.source != "measured" and v != 1:
+        text += "\n" + chunk_cost_note(schedule)
+    return text
 
 
 class Boxes(NamedTuple):
@@ -131,16 +119,16 @@ def plot_timeline(
     title: bool | str = True,
     legend: bool = True,
     max_hatched: int = MAX_HATCHED,
-    time_unit: str | None = None,
 ):
     """Draw ``timeline`` as a Gantt chart; return the figure.
 
     ``ax``: axes to draw into (default: a new pyplot figure). ``memory`` (or a given
-    ``memory_ax``) adds the activations-over-time panel below, in micro-batch activations
-    of one stage chunk, or bytes with ``in_bytes``. ``labels``: micro-batch numbers in the
-    boxes (default ``None``: where they fit). The boxes of a rank's second, third, ...
-    chunk are hatched when there are at most ``max_hatched`` of them (hatching is slow to
-    draw; 0 turns it off). ``time_unit`` names the x axis unit.
+    ``memory_ax``) adds the activations-over-time panel below
+    (:func:`~ppbook.views.memory.plot_memory`: micro-batch activations of a full stage, or
+    bytes with ``in_bytes``). ``labels``: micro-batch numbers in the boxes (default
+    ``None``: where they fit). The boxes of a rank's second, third, ... chunk are hatched
+    when there are at most ``max_hatched`` of them (hatching is slow to draw; 0 turns it
+    off). The time axis says the timeline's :attr:`~ppbook.timeline.Timeline.time_unit`.
     """
     if ax is None:
         _, ax, memory_ax = _new_figure(timeline.num_ranks, memory or memory_ax is not None)
@@ -197,9 +185,8 @@ def plot_timeline(
     ax.tick_params(axis="y", length=0)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    unit = f" ({time_unit})" if time_unit else ""
     if memory_ax is None:
-        ax.set_xlabel(f"time{unit}")
+        ax.set_xlabel(f"time ({timeline.time_unit})")
     if legend:
         handles = _legend_handles(groups, hatch_chunks)
         ax.legend(
@@ -215,14 +202,14 @@ def plot_timeline(
     if title:
         ax.set_title(title if isinstance(title, str) else title_text(timeline), fontsize="medium")
     if memory_ax is not None:
-        plot_memory(timeline, memory_ax, in_bytes=in_bytes, legend=legend, time_unit=time_unit)
+        plot_memory(timeline, memory_ax, in_bytes=in_bytes, legend=legend)
         memory_ax.set_xlim(0, end)
     return ax.figure
 
 
 def _legend_handles(groups, hatch_chunks: bool) -> list[Patch]:
     kinds = {kind for kind, _ in groups}
-    handles = [Patch(color=KIND_COLORS[k], label=KIND_NAMES[k]) for k in KIND_COLORS if k in kinds]
+    handles = [Patch(color=KIND_COLORS[k], label=KIND_NAMES[k]) for k in DRAWN_KINDS if k in kinds]
     handles.append(Patch(color=IDLE_COLOR, label="idle"))
     chunks = sorted({chunk for _, chunk in groups})
     if hatch_chunks and len(chunks) > 1:

@@ -2,52 +2,61 @@
 
 A step plot of :meth:`~ppbook.timeline.Timeline.memory`, one line per rank, drawn below
 the Gantt chart by :func:`ppbook.views.gantt.plot_timeline` (``memory=True``) or on any axes.
-Like :mod:`ppbook.views.gantt`, it never changes matplotlib's global settings.
+Amounts are micro-batch activations of a full stage (one device's share of the model:
+a chunk of a schedule with v chunks per rank counts 1/v), or bytes.
+
+Ranks often hold the same amounts at the same times (DualPipe's rank r and rank p-1-r
+mirror each other), so each rank gets its own colour, dash pattern and width: rank 0
+is drawn widest and at the bottom, each later rank narrower and on top, so a line that
+coincides with another still shows around and between its dashes. Like
+:mod:`ppbook.views.gantt`, it never changes matplotlib's global settings.
 """
 
 from __future__ import annotations
 
-from ppbook.timeline import Timeline
+from ppbook.timeline import ACTIVATION_UNIT, Timeline
+
+DASHES = ("-", "--", ":", "-.")
+"""Line styles of ranks 0, 1, 2, 3, then again: solid, dashed, dotted, dash-dotted."""
+WIDEST, NARROWEST = 3.6, 1.0  # line widths (points) of rank 0 and of the last rank
 
 
-def plot_memory(
-    timeline: Timeline,
-    ax,
-    *,
-    in_bytes: bool = False,
-    legend: bool = True,
-    time_unit: str | None = None,
-):
-    """Step plot of the activations each rank holds over time; return the figure.
-
-    Adds one line per rank, in rank order, through the points ``Timeline.memory(rank)``
-    (times relative to the origin), held to the end of the makespan. Where several changes
-    happen at the same time only the last amount is drawn, so a free and an allocation at
-    one instant leave no zero-width spike.
-    """
+def rank_style(rank: int, num_ranks: int) -> dict:
+    """Colour, dashes, width and drawing order of ``rank``'s line."""
     import matplotlib as mpl
 
+    position = rank / max(num_ranks - 1, 1)  # 0 for rank 0, 1 for the last rank
+    return {
+        "color": mpl.colormaps["viridis"](0.85 * position),
+        "linestyle": DASHES[rank % len(DASHES)],
+        "linewidth": WIDEST - (WIDEST - NARROWEST) * position,
+        "zorder": 2 + position,
+    }
+
+
+def plot_memory(timeline: Timeline, ax, *, in_bytes: bool = False, legend: bool = True):
+    """Step plot of the activations each rank holds over time; return the figure.
+
+    Adds one line per rank, in rank order (labelled ``rank r``, styled by
+    :func:`rank_style`), through the points ``Timeline.memory(rank)`` (times relative to
+    the origin), held to the end of the makespan. Where several changes happen at the
+    same time only the last amount is drawn, so a free and an allocation at one instant
+    leave no zero-width spike. The axes say both units: the timeline's time unit and
+    the activation unit.
+    """
     p = timeline.num_ranks
     origin, makespan = timeline.origin, timeline.makespan
-    cmap = mpl.colormaps["viridis"]
     lines = []
     for rank in range(p):
         curve = _settled(timeline.memory(rank, in_bytes=in_bytes))
         xs = [t - origin for t, _ in curve] + [makespan]
         ys = [a for _, a in curve] + [curve[-1][1]]
         (line,) = ax.plot(
-            xs,
-            ys,
-            drawstyle="steps-post",
-            color=cmap(0.85 * rank / max(p - 1, 1)),
-            linewidth=1.2,
-            label=f"rank {rank}",
+            xs, ys, drawstyle="steps-post", label=f"rank {rank}", **rank_style(rank, p)
         )
         lines.append(line)
-    what = "activation bytes" if in_bytes else "activations held\n(micro-batch × chunk)"
-    ax.set_ylabel(what, fontsize="small")
-    unit = f" ({time_unit})" if time_unit else ""
-    ax.set_xlabel(f"time{unit}")
+    ax.set_ylabel(memory_label(in_bytes), fontsize="small")
+    ax.set_xlabel(f"time ({timeline.time_unit})")
     ax.set_ylim(bottom=0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -61,8 +70,16 @@ def plot_memory(
         frameon=False,
         fontsize="small",
         ncols=1 if p <= 4 else 2,
+        handlelength=3.0,  # long enough to show each rank's dashes
     )
     return ax.figure
+
+
+def memory_label(in_bytes: bool = False) -> str:
+    """The memory axis label, with its unit."""
+    if in_bytes:
+        return "activations held\n(bytes)"
+    return "held (" + ACTIVATION_UNIT.replace(" of ", "\nof ", 1) + ")"
 
 
 def _settled(curve: list[tuple[float, float]]) -> list[tuple[float, float]]:
