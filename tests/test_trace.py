@@ -67,7 +67,12 @@ def test_one_named_track_per_rank():
 def test_default_units_and_what_other_data_records():
     simulated = simulate(gpipe(2, 2))
     trace = to_chrome_trace(simulated)
+    assert trace["otherData"]["time_unit"] == "time unit"
     assert trace["otherData"]["time_unit_us"] == 1000.0  # one cost unit drawn as 1 ms
+    assert trace["otherData"]["time_scale"].startswith(
+        "1 time unit of the timeline = 1000 us in this trace (the timeline's times are unitless"
+    )
+    assert trace["otherData"]["activation_unit"] == "micro-batch activations of a full stage"
     first = complete_events(trace)[0]
     assert (first["ts"], first["dur"]) == (0.0, 1000.0)
     assert trace["otherData"]["makespan"] == simulated.makespan
@@ -81,8 +86,25 @@ def test_default_units_and_what_other_data_records():
         [[t + offset for t in row] for row in simulated.ends],
         source="measured",
     )
-    events = complete_events(to_chrome_trace(measured))
+    trace = to_chrome_trace(measured)
+    events = complete_events(trace)
     assert events[0]["ts"] == 0.0 and events[0]["dur"] == pytest.approx(1e6)
+    assert trace["otherData"]["time_unit"] == "s"
+    assert trace["otherData"]["time_scale"] == "1 s of the timeline = 1e+06 us in this trace"
+
+
+def test_closed_form_and_simulated_timelines_share_one_scale():
+    # The closed form's times (chapter 1's gpipe_timeline) are cost units like the
+    # simulator's, not seconds.
+    simulated = simulate(gpipe(3, 4))
+    closed = Timeline.from_arrays(
+        simulated.schedule, simulated.starts, simulated.ends, source="closed form"
+    )
+    trace = to_chrome_trace(closed)
+    assert trace["otherData"]["time_unit_us"] == 1000.0
+    want = [iv.duration * 1000.0 for row in closed.intervals for iv in row]
+    assert [e["dur"] for e in complete_events(trace)] == pytest.approx(want)
+    assert complete_events(trace)[0]["dur"] == pytest.approx(1000.0)  # t_forward = 1 -> 1 ms
 
 
 def test_counter_events_follow_the_memory_curve():
@@ -90,9 +112,8 @@ def test_counter_events_follow_the_memory_curve():
     trace = to_chrome_trace(timeline, time_unit_us=1.0)
     for rank in range(2):
         counters = [e for e in trace["traceEvents"] if e.get("name") == f"activations rank {rank}"]
-        assert [(e["ts"], e["args"]["micro-batch activations"]) for e in counters] == (
-            timeline.memory(rank)
-        )
+        unit = "micro-batch activations of a full stage"
+        assert [(e["ts"], e["args"][unit]) for e in counters] == timeline.memory(rank)
 
 
 def test_written_file_is_valid_json_equal_to_the_returned_dict(tmp_path):

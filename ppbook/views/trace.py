@@ -8,10 +8,12 @@ chrome://tracing, https://ui.perfetto.dev and PyTorch's profiler): a JSON object
 counter events (``"ph": "C"``), one counter track per rank.
 
 Times are relative to the timeline's origin and scaled by ``time_unit_us``, the number of
-microseconds one time unit of the timeline stands for; ``otherData`` records it. A
-simulated timeline's unit is whatever the costs were given in (one forward = 1 by
-default): it is drawn as 1 ms, so the trace reads "forward = 1 ms". A measured timeline
-(:mod:`ppbook.runtime`) is in seconds: 1 s = 1e6 us.
+microseconds one unit of :attr:`~ppbook.timeline.Timeline.time_unit` stands for. A measured
+timeline (:mod:`ppbook.runtime`) is in seconds: 1 s = 1e6 us. A simulated or closed-form
+timeline is unitless (``"time unit"``: whatever the costs were given in, one forward = 1 by
+default); every unitless timeline is drawn at one scale, 1 time unit = 1 ms, so the trace
+reads "forward = 1 ms". ``otherData`` records the unit, the scale and what it means, and the
+unit of the activation counters.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ppbook.timeline import Timeline
+from ppbook.timeline import ACTIVATION_UNIT, Timeline
 
-SIMULATED_UNIT_US = 1000.0  # one simulated time unit is shown as 1 ms
-MEASURED_UNIT_US = 1e6  # measured timelines are in seconds
+UNIT_US = {"s": 1e6, "ms": 1e3, "us": 1.0}
+"""Microseconds in each physical time unit a timeline may be in."""
+UNITLESS_US = 1000.0  # one time unit of a unitless timeline is drawn as 1 ms
 
 
 def to_chrome_trace(
@@ -30,11 +33,13 @@ def to_chrome_trace(
 ) -> dict:
     """The Chrome trace of ``timeline`` as a dict; also written as JSON to ``path`` if given.
 
-    ``time_unit_us``: microseconds per time unit of the timeline (default 1000 for a
-    simulated timeline, 1e6 for a measured one, whose times are seconds).
+    ``time_unit_us``: microseconds per unit of ``timeline.time_unit`` (default: 1e6 for
+    seconds, as :data:`UNIT_US` says for physical units, and :data:`UNITLESS_US` = 1000
+    for a unitless timeline).
     """
+    unit = timeline.time_unit
     if time_unit_us is None:
-        time_unit_us = SIMULATED_UNIT_US if timeline.source == "simulated" else MEASURED_UNIT_US
+        time_unit_us = UNIT_US.get(unit, UNITLESS_US)
     if not time_unit_us > 0:
         raise ValueError(
             f"time_unit_us must be > 0 (microseconds per time unit), got {time_unit_us}"
@@ -102,18 +107,17 @@ def to_chrome_trace(
                     "ph": "C",
                     "pid": pid,
                     "ts": (time - origin) * time_unit_us,
-                    "args": {"micro-batch activations": amount},
+                    "args": {ACTIVATION_UNIT: amount},
                 }
             )
     trace = {
         "traceEvents": events,
         "displayTimeUnit": "ms",
         "otherData": {
+            "time_unit": unit,
             "time_unit_us": time_unit_us,
-            "time_unit": (
-                f"1 time unit of the timeline = {time_unit_us:g} us in this trace"
-                + (" (simulated cost units)" if timeline.source == "simulated" else "")
-            ),
+            "time_scale": _scale_text(unit, time_unit_us),
+            "activation_unit": ACTIVATION_UNIT,
             "source": timeline.source,
             "schedule": schedule.name,
             "num_ranks": timeline.num_ranks,
@@ -127,3 +131,11 @@ def to_chrome_trace(
     if path is not None:
         Path(path).write_text(json.dumps(trace))
     return trace
+
+
+def _scale_text(unit: str, time_unit_us: float) -> str:
+    """What one time unit of the timeline is in the trace, and whether that is measured."""
+    text = f"1 {unit} of the timeline = {time_unit_us:g} us in this trace"
+    if unit in UNIT_US:
+        return text
+    return text + " (the timeline's times are unitless costs, so this scale is a choice)"
