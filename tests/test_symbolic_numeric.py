@@ -1,4 +1,5 @@
-"""The checked numeric entry points, the exercise checks and the import boundary."""
+"""The checked numeric entry points and the import boundary (the exercise checks of chapter 1
+are tested in tests/test_exercises_ch1.py)."""
 
 import ast
 import subprocess
@@ -15,12 +16,6 @@ from hypothesis import strategies as st
 import ppbook.symbolic as S
 from ppbook.closed_form import gpipe_timeline
 from ppbook.symbolic import numeric
-from ppbook.symbolic.exercises import (
-    WrongAnswer,
-    check_exercise_1,
-    check_exercise_2,
-    check_exercise_3,
-)
 from ppbook.symbolic.symbols import m, p, t_b, t_f, v
 
 stages = st.integers(1, 64)
@@ -148,45 +143,9 @@ def test_bad_input_says_what_was_wrong_and_what_would_be_right(call, message):
         call()
 
 
-def test_exercise_checks_accept_right_answers(capsys):
-    assert check_exercise_1(Fraction(1, 5))
-    assert check_exercise_1(0.2)
-    assert check_exercise_2(0.2)
-    assert check_exercise_3(70)
-    assert capsys.readouterr().out.count("Correct") == 4
-
-
-def test_exercise_checks_wait_for_an_answer(capsys):
-    for number, check in enumerate((check_exercise_1, check_exercise_2, check_exercise_3), 1):
-        assert check(None) is None
-        assert f"Exercise {number}: no answer yet" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("check", "answer", "hint"),
-    [
-        (check_exercise_1, 0.25, "bubble ratio r"),
-        (check_exercise_1, 0.5, "not f for p = 4"),
-        (check_exercise_1, "0.2", "wants a number"),
-        (check_exercise_2, 0.25, "ratio itself"),
-        (check_exercise_2, 1 / 3, "other direction"),
-        (check_exercise_2, 0.9, "not the fraction"),
-        (check_exercise_3, 63, "bubble fraction f to 10%"),
-        (check_exercise_3, 32, "above 0.1"),
-        (check_exercise_3, 71, "smaller m"),
-        (check_exercise_3, 0, "at least one"),
-        (check_exercise_3, 70.0, "whole number"),
-    ],
-)
-def test_exercise_checks_explain_wrong_answers(check, answer, hint):
-    with pytest.raises(WrongAnswer, match=hint):
-        check(answer)
-
-
 def test_symbolic_layer_imports_neither_torch_nor_matplotlib():
     code = (
-        "import sys, ppbook, ppbook.widgets, ppbook.symbolic, ppbook.symbolic.numeric, "
-        "ppbook.symbolic.exercises\n"
+        "import sys, ppbook, ppbook.widgets, ppbook.symbolic, ppbook.symbolic.numeric\n"
         "ppbook.symbolic.numeric.bubble_fraction(8, 32)\n"
         "print(sorted(n for n in ('torch', 'matplotlib', 'ipywidgets') if n in sys.modules))"
     )
