@@ -63,7 +63,7 @@ def test_update_simulates_and_redraws_in_the_same_figure(explorer):
     html = explorer.readout.value
     assert f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f}" in html
     assert f"bubble ratio r = idle/compute = {timeline.bubble_ratio:.3f}" in html
-    peaks = ", ".join(f"{timeline.peak_activations(r):g}" for r in range(4))
+    peaks = ", ".join(f"{timeline.peak_activations(r):.3g}" for r in range(4))
     assert f"peak activations per rank (micro-batch activations of a full stage): [{peaks}]" in html
 
 

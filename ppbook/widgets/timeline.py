@@ -236,7 +236,7 @@ def _metrics_html(timeline: Timeline, peaks: list[float]) -> str:
     )
     idle = f"<span style='background:{IDLE_COLOR};padding:0 4px'>idle</span>"
     title = html.escape(title_text(timeline, convention=False)).replace("\n", "<br>")
-    shown_peaks = ", ".join(f"{peak:g}" for peak in peaks)
+    shown_peaks = ", ".join(f"{peak:.3g}" for peak in peaks)
     return (
         f"<div style='font-family:monospace'><b>{title}</b><br>"
         f"peak activations per rank ({html.escape(ACTIVATION_UNIT)}): [{shown_peaks}]<br>"
