@@ -2,11 +2,11 @@
 
 The right answers come from the symbolic layer (:mod:`ppbook.symbolic`: the derived GPipe
 makespan and bubble, :mod:`ppbook.symbolic.numeric`) and from the simulator
-(:func:`ppbook.simulate.simulate` on :func:`ppbook.schedules.gpipe`), which is how the
-choices of exercises 1.4, 1.5 and 1.7 are checked by their effect. The hints name the
-usual slip, mixing up the bubble fraction f = idle/total (GPipe, arXiv:1811.06965,
-sec. 2.3) and the bubble ratio r = idle/compute (Megatron-LM, arXiv:2104.04473,
-sec. 2.2.1; the Ultra-Scale Playbook).
+(:func:`ppbook.simulate.simulate` on :func:`ppbook.schedules.gpipe`): exercises 1.4 to
+1.7 check the reader's choice or construction by its effect on a simulated timeline. The
+hints name the usual slip, mixing up the bubble fraction f = idle/total (GPipe,
+arXiv:1811.06965, sec. 2.3) and the bubble ratio r = idle/compute (Megatron-LM,
+arXiv:2104.04473, sec. 2.2.1; the Ultra-Scale Playbook).
 """
 
 from __future__ import annotations
