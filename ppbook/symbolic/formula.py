@@ -52,7 +52,7 @@ _DUALPIPE_VALID = (
 
 @cache
 def formulas() -> MappingProxyType[str, Formula]:
-    """Every closed form of chapter 1 by name, read-only (built on first call, in a second)."""
+    """Every closed form of chapter 1 by name, read-only (built once, on the first call)."""
     entries = [
         Formula(
             "gpipe_makespan",
