@@ -4,7 +4,10 @@ The right answers here are worked by hand (fractions of small integers, a schedu
 out action by action), independently of the package code that checks them.
 """
 
+import json
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -139,3 +142,19 @@ def test_every_exercise_waits_for_an_answer_without_giving_it_away(exercise):
     assert f"answer_{exercise[2:]}" in verdict.message
     for given_away in ("0.2", "70", "285", "ratio", "2*c"):
         assert given_away not in verdict.text
+
+
+def test_the_chapter_measures_on_the_simulator_and_shows_no_answer():
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "01_bubble.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    joined = "\n".join(code)
+    # the bubble is measured on the simulator's timeline, not on one built from the closed form
+    assert "simulate(gpipe(" in joined and "gpipe_timeline" not in joined
+    # no cell runs a check on anything but the reader's placeholder, or calls solution()
+    assert not re.search(r'check\("1\.\d+", (?!answer_\d+\))', joined)
+    assert "solution(" not in joined.replace('solution("1.k")', "")
+    for k in range(1, 8):
+        cell = next(c for c in code if f'check("1.{k}"' in c)
+        assert cell.startswith(f"answer_{k} = None  #")
+        assert cell.rstrip().endswith(f'check("1.{k}", answer_{k})')
