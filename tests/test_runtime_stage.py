@@ -115,3 +115,12 @@ def test_w_runs_only_what_i_left():
     torch.testing.assert_close(input_grad, expected_input_grad, rtol=1e-12, atol=1e-12)
     stage.backward_weight(0)
     assert all(w.grad is not None for w in part.parameters())
+
+
+def test_a_stage_that_passes_its_input_through():
+    """A part without operations (Identity): I hands the output gradient straight back."""
+    stage = Stage(1, nn.Identity(), num_microbatches=1, first=False)
+    x, grad_out = torch.randn(3, 5), torch.randn(3, 5)
+    stage.forward(0, x)
+    torch.testing.assert_close(stage.backward_input(0, grad_out), grad_out)
+    stage.backward_weight(0)

@@ -145,8 +145,7 @@ def split_graph(
     weight_ids = {id(w) for w in weights}
     to_input: dict = {}  # node -> whether it leads to an input
     to_weight: dict = {}  # node -> whether it leads to a trainable weight
-    root = out.grad_fn
-    stack = [(root, False)]
+    stack = [(get_gradient_edge(out).node, False)]  # a leaf output: its accumulator
     while stack:  # depth-first, children before parents, without recursion
         node, children_done = stack.pop()
         if node in to_input:
