@@ -16,7 +16,7 @@ import sympy as sp
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.schedule import Schedule
+from ppbook.schedule import Action, OverlapFB, Schedule
 from ppbook.schedules import gpipe
 from ppbook.simulate import simulate
 from ppbook.symbolic import (
@@ -269,6 +269,12 @@ def _gpipe_schedule(answer):
             "micro-batches."
         )
     for rank, row in enumerate(answer.actions):
+        strange = next((a for a in row if not isinstance(a, Action | OverlapFB)), None)
+        if strange is not None:
+            return wrong(
+                f"rank {rank} holds {shown(strange)}, which is not an action.",
+                "pass strings such as '0F0' to Schedule.from_strings, or build Action(0, 'F', 0).",
+            )
         kinds = [a.kind for a in row]
         if set(kinds) - {"F", "B"}:
             return wrong(
