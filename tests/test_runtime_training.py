@@ -53,6 +53,7 @@ def test_pipelined_steps_train_as_one_process_does(results, label):
     result = results[label]
     assert_matches_reference(result)  # every step's loss, last gradients, final parameters
     assert result.losses[2] < result.losses[1] < result.losses[0]  # it learns
+    assert all(timeline.time_unit == "s" for timeline in result.timelines)
 
 
 def test_training_moves_the_parameters():

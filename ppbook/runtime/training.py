@@ -57,12 +57,12 @@ def combine_copies(
     (the context's ``comm_device``). A rank without a copy of a part adds zeros.
     """
     copied = copied_parts(schedule)
-    if not copied:
+    weights = [w for part in copied for w in parts[part].parameters() if w.requires_grad]
+    if not weights:  # the same on every rank: all skip the collective
         return
-    sizes = [[w.numel() for w in parts[part].parameters() if w.requires_grad] for part in copied]
-    dtype = next(parts[copied[0]].parameters()).dtype
-    total = torch.zeros(sum(map(sum, sizes)), dtype=dtype, device=device)  # every copied weight
-    offsets = dict(zip(copied, _starts([sum(s) for s in sizes]), strict=True))
+    sizes = [sum(w.numel() for w in parts[part].parameters() if w.requires_grad) for part in copied]
+    total = torch.zeros(sum(sizes), dtype=weights[0].dtype, device=device)  # every copied weight
+    offsets = dict(zip(copied, _starts(sizes), strict=True))
     mine = [stage for stage in stages.values() if schedule.model_part(stage.stage) in offsets]
     for stage in mine:
         at = offsets[schedule.model_part(stage.stage)]
