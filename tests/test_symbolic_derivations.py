@@ -198,6 +198,8 @@ def test_formula_call_rejects_wrong_arguments():
         f(8, 32, q=1)
     with pytest.raises(TypeError, match="takes"):
         f(8, 32, 1)
+    with pytest.raises(TypeError, match="once each"):
+        f(8, p=8)
 
 
 @pytest.mark.parametrize(

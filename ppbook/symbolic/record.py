@@ -26,6 +26,7 @@ from functools import cached_property
 
 import sympy as sp
 
+from ppbook.checks import shown
 from ppbook.symbolic.checks import check_count, check_share, check_time
 from ppbook.symbolic.symbols import c, m, p, t_b, t_f, t_fb, t_i, t_w, target, v
 
@@ -93,8 +94,11 @@ class Formula:
         """
         names = [a.name for a in self.args]
         unknown = sorted(set(named) - set(names))
-        if len(values) > len(names) or unknown:
-            raise TypeError(f"{self.name} takes {names}, got {values} and {sorted(named)}")
+        twice = sorted(set(named) & set(names[: len(values)]))
+        if len(values) > len(names) or unknown or twice:
+            raise TypeError(
+                f"{self.name} takes {names} once each, got {shown(values)} and {sorted(named)}"
+            )
         given = dict(zip(names, values, strict=False)) | named
         missing = [n for n in names if n not in given]
         if missing:
@@ -102,10 +106,10 @@ class Formula:
         at = {a: _checked(self.name, a, given[a.name]) for a in self.args}
         for condition, words in self.requires:
             if not bool(condition.subs(at)):
-                shown = ", ".join(
-                    f"{a.name} = {given[a.name]!r}"
+                values_shown = ", ".join(
+                    f"{a.name} = {shown(given[a.name])}"
                     for a in self.args
                     if a in condition.free_symbols
                 )
-                raise ValueError(f"{self.name} needs {words}, got {shown}")
+                raise ValueError(f"{self.name} needs {words}, got {values_shown}")
         return self.function(*(at[a] for a in self.args))
