@@ -9,6 +9,7 @@ import pytest
 
 from ppbook.cli import main
 from ppbook.costs import Costs
+from ppbook.pytorch_csv import write_csv
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build, gpipe, one_f_one_b
 from ppbook.simulate import simulate
@@ -92,7 +93,7 @@ def test_csv_round_trip(tmp_path, capsys):
     argv = ["--schedule", "interleaved-1f1b", "--stages", "2", "--microbatches", "4"]
     status, original, err = run(capsys, *argv, "--csv", str(path), "--json")
     assert status == 0 and f"wrote {path}" in err
-    assert path.read_text() == build("interleaved-1f1b", 2, 4).to_csv()
+    assert path.read_text() == write_csv(build("interleaved-1f1b", 2, 4))
     status, again, _ = run(capsys, "--from-csv", str(path), "--json")
     assert status == 0
     original, again = json.loads(original), json.loads(again)
@@ -151,7 +152,7 @@ def test_malformed_and_deadlocking_csv(tmp_path, capsys):
     assert status == 2 and "column 1" in err and "'0X1'" in err
     assert err.count("\n") == 1
     stuck = tmp_path / "stuck.csv"
-    Schedule.from_strings([["0F0", "0B0"], ["1B0", "1F0"]]).to_csv(stuck, aligned=False)
+    write_csv(Schedule.from_strings([["0F0", "0B0"], ["1B0", "1F0"]]), stuck, aligned=False)
     status, _, err = run(capsys, "--from-csv", str(stuck))
     assert status == 2 and "deadlock" in err and "Traceback" not in err
 
@@ -254,13 +255,27 @@ def test_sizes_beyond_the_limits_are_refused_and_the_limits_can_be_raised(tmp_pa
     assert status == 2 and "4 ranks p is beyond the limit --max-stages 3" in err
     status, _, err = run(capsys, *argv, "--max-microbatches", "7")
     assert status == 2 and "--max-microbatches 8" in err
-    status, _, err = run(capsys, *argv, "--max-actions", "95")  # 3 * 4 * 8 = 96 at most
-    assert status == 2 and "--max-actions 96" in err
-    assert run(capsys, *argv, "--max-stages", "4", "--max-actions", "96", "--json")[0] == 0
+    status, _, err = run(capsys, *argv, "--max-actions", "63")  # F and B: 2 * 4 * 8 = 64
+    assert status == 2 and "--max-actions 64" in err
+    assert run(capsys, *argv, "--max-stages", "4", "--max-actions", "64", "--json")[0] == 0
+    status, _, err = run(
+        capsys,
+        "--schedule",
+        "interleaved-1f1b",
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--chunks",
+        "3",
+        "--max-stages",
+        "11",
+    )
+    assert status == 2 and "12 stage chunks p * v is beyond the limit --max-stages 11" in err
     path = tmp_path / "s.csv"
-    one_f_one_b(2, 2).to_csv(path)  # 8 actions
+    write_csv(one_f_one_b(2, 2), path)  # 8 actions
     status, _, err = run(capsys, "--from-csv", str(path), "--max-actions", "7")
-    assert status == 2 and "8 actions is beyond the limit --max-actions 7" in err
+    assert status == 2 and "8 actions is beyond the limit of 7" in err  # read, then refused
 
 
 def test_limits_are_documented_in_help(capsys):
@@ -276,10 +291,10 @@ def test_long_error_messages_are_cut(tmp_path, capsys):
     # 40 ranks, each stuck on its backward before its forward: a 41-line deadlock report.
     rows = [[f"{r}B0", f"{r}F0"] for r in range(40)]
     path = tmp_path / "stuck.csv"
-    Schedule.from_strings(rows).to_csv(path, aligned=False)
+    write_csv(Schedule.from_strings(rows), path, aligned=False)
     status, _, err = run(capsys, "--from-csv", str(path))
     assert status == 2 and "deadlock" in err
-    assert err.count("\n") <= 12 and "more lines)" in err
+    assert err.count("\n") <= 12 and "more" in err  # says that lines were left out
     status, _, err = run(capsys, *GPIPE, "--costs", "F=" + "9" * 5000)
     assert status == 2 and len(err) < 2100
 
@@ -343,3 +358,15 @@ def test_without_width_every_action_is_shown_or_the_timeline_left_out(capsys):
     assert status == 2
     status, out, _ = run(capsys, "--schedule", "1f1b", "--stages", "8", "--microbatches", "256")
     assert status == 0 and "text timeline left out" in out and "--width 789" in out
+
+
+def test_short_error_keeps_short_messages_and_cuts_long_ones():
+    from ppbook.cli import short_error
+
+    assert short_error("one line") == "one line"
+    many = "\n".join(f"line {k}" for k in range(40))
+    cut = short_error(many).splitlines()
+    assert cut[:11] == [f"line {k}" for k in range(11)]
+    assert cut[11:] == ["... (29 more lines left out)"]
+    wide = short_error("x" * 100_000)
+    assert len(wide) <= 2000 and wide.endswith("more characters left out)")

@@ -3,7 +3,8 @@
 Each subcommand lives with its layer: :mod:`ppbook.cli.simulate` (standard library and
 matplotlib for ``--png``) and :mod:`ppbook.cli.run` (torch, imported only when
 ``run`` is asked for). Bad input (a ValueError) is printed as a short message, cut to
-:data:`MAX_ERROR_LINES` lines and :data:`MAX_ERROR_CHARS` characters, with exit status 2.
+:data:`MAX_ERROR_LINES` lines and :data:`ppbook.limits.MAX_MESSAGE` characters, with exit
+status 2.
 """
 
 from __future__ import annotations
@@ -11,24 +12,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ppbook.limits import capped
+
 MAX_ERROR_LINES = 12
 """Lines of an error message printed (a deadlock report names one stuck rank a line)."""
-MAX_ERROR_CHARS = 2000
-"""Characters of an error message printed."""
 
 
 def short_error(message: str) -> str:
-    """``message`` cut to :data:`MAX_ERROR_LINES` lines and :data:`MAX_ERROR_CHARS` characters,
-    saying how much was left out."""
+    """``message`` cut to :data:`MAX_ERROR_LINES` lines and :data:`ppbook.limits.MAX_MESSAGE`
+    characters, saying how much was left out."""
     lines = message.splitlines() or [""]
     if len(lines) > MAX_ERROR_LINES:
         left = len(lines) - (MAX_ERROR_LINES - 1)
-        lines = [*lines[: MAX_ERROR_LINES - 1], f"... ({left:,} more lines)"]
-    text = "\n".join(lines)
-    if len(text) > MAX_ERROR_CHARS:
-        left = len(text) - (MAX_ERROR_CHARS - 40)
-        text = text[: MAX_ERROR_CHARS - 40] + f"... ({left:,} more characters)"
-    return text
+        lines = [*lines[: MAX_ERROR_LINES - 1], f"... ({left:,} more lines left out)"]
+    return capped("\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ppbook import limits
 from ppbook.costs import Costs
+from ppbook.pytorch_csv import read_csv, write_csv
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
@@ -62,7 +63,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             '("time unit"); activations in micro-batch activations of a full stage (one\n'
             "device's share of the model; a chunk of a schedule with v chunks counts 1/v).\n"
             "Sizes beyond --max-stages, --max-microbatches and --max-actions are refused\n"
-            "before anything is built; raise the limits to go further."
+            "before anything is built; raise the limits to go further (their defaults come\n"
+            "from PPBOOK_MAX_STAGES, PPBOOK_MAX_MICROBATCHES and PPBOOK_MAX_ACTIONS when set)."
         ),
         epilog="schedules (--schedule):\n" + schedule_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -102,7 +104,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         type=int,
         default=limits.MAX_STAGES,
         metavar="N",
-        help="most ranks p (default %(default)s)",
+        help="most ranks p, and most stage chunks p*v (default %(default)s)",
     )
     sizes.add_argument(
         "--max-microbatches",
@@ -147,15 +149,7 @@ def load_schedule(args: argparse.Namespace) -> Schedule:
         ]
         if given:
             raise ValueError(f"--from-csv reads the whole schedule; drop {', '.join(given)}")
-        path = Path(args.from_csv)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-        try:
-            return Schedule.from_csv_text(text, name=path.stem)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+        return read_csv(args.from_csv)
     if args.schedule is None:
         raise ValueError("give --schedule NAME (see --help for the list) or --from-csv PATH")
     missing = [f"--{n}" for n in ("stages", "microbatches") if getattr(args, n) is None]
@@ -186,10 +180,12 @@ def run(args: argparse.Namespace) -> int:
     """Simulate, print, and write the files asked for; return the exit status."""
     check_outputs(args)
     check_sizes(args)
-    schedule = load_schedule(args)
-    check_sizes(args, schedule)
     costs = Costs.parse(args.costs, comm=args.comm, activation_bytes=args.activation_bytes)
-    timeline = simulate(schedule, costs)
+    chosen = {"stages": args.max_stages, "microbatches": args.max_microbatches}
+    with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
+        schedule = load_schedule(args)
+        check_sizes(args, schedule)
+        timeline = simulate(schedule, costs)
     metrics = timeline.metrics()  # refuses results that are not finite numbers
     if args.json:
         print(json.dumps(metrics, allow_nan=False))
@@ -198,8 +194,10 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(metrics_text(timeline))
     note = sys.stderr if args.json else sys.stdout
+    for line in schedule.notes:
+        print(f"note: {line}", file=note)
     for path, write in (
-        (args.csv, lambda p: schedule.to_csv(p)),
+        (args.csv, lambda p: write_csv(schedule, p)),
         (args.trace, lambda p: _write_trace(timeline, p)),
         (args.png, lambda p: _write_picture(timeline, p)),
     ):
@@ -246,28 +244,33 @@ def _cut(text: str, limit: int = 200) -> str:
 def check_sizes(args: argparse.Namespace, schedule: Schedule | None = None) -> None:
     """Refuse sizes beyond ``--max-stages``, ``--max-microbatches`` and ``--max-actions``.
 
-    Before building (``schedule`` None) a named schedule counts at most three actions
-    (F, I, W) per stage chunk and micro-batch; a schedule read from a file counts its own.
+    As :mod:`ppbook.limits` counts them: ``--max-stages`` bounds ranks p and stage chunks
+    p * v alike. Before building (``schedule`` None) a named schedule has at least two
+    actions (F and B) per stage chunk and micro-batch; a built or read schedule counts its
+    own.
     """
     for flag in ("max_stages", "max_microbatches", "max_actions"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if schedule is not None:
-        counted = (schedule.num_ranks, schedule.num_microbatches, len(schedule))
-        actions = "actions"
+        p, stages, m = schedule.num_ranks, schedule.num_stages, schedule.num_microbatches
+        actions, counted = len(schedule), "actions"
     elif args.schedule in SCHEDULES and args.stages is not None and args.microbatches is not None:
         rule = SCHEDULES[args.schedule].chunks
         chunks = {"none": 1, "two": 2}.get(rule, args.chunks if args.chunks is not None else 2)
-        actions_at_most = 3 * args.stages * max(1, chunks) * args.microbatches
-        counted = (args.stages, args.microbatches, actions_at_most)
-        actions = "actions at most (F, I, W for each stage chunk and micro-batch)"
+        p, m = args.stages, args.microbatches
+        stages = p * max(1, chunks)
+        actions = 2 * stages * m
+        counted = "actions at least (F and B for each stage chunk and micro-batch)"
     else:
         return
-    limits_given = (args.max_stages, args.max_microbatches, args.max_actions)
-    flags = ("--max-stages", "--max-microbatches", "--max-actions")
-    for value, limit, flag, what in zip(
-        counted, limits_given, flags, ("ranks p", "micro-batches m", actions), strict=True
+    for value, flag, what in (
+        (p, "--max-stages", "ranks p"),
+        (stages, "--max-stages", "stage chunks p * v"),
+        (m, "--max-microbatches", "micro-batches m"),
+        (actions, "--max-actions", counted),
     ):
+        limit = getattr(args, flag[2:].replace("-", "_"))
         if value > limit:
             raise ValueError(
                 f"{value:,} {what} is beyond the limit {flag} {limit:,}; "
