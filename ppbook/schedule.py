@@ -8,20 +8,20 @@ The notation is PyTorch's (``torch.distributed.pipelining``, torch 2.13): an act
 ``<stage><kind><microbatch>`` with kinds ``F`` (forward), ``B`` (full backward), ``I``
 (backward for the stage input only) and ``W`` (weight-gradient pass), and an overlapped
 forward-and-backward pair is written ``(0F4;7B1)OVERLAP_F_B``. Stages are global: with
-``v`` chunks per rank there are ``p * v`` stages. A schedule's CSV form has one row per
-rank, one action per cell and an empty cell for an idle step.
+``v`` chunks per rank there are ``p * v`` stages. PyTorch's CSV form (one row per rank,
+one action per cell) is read and written by :mod:`ppbook.pytorch_csv`. Sizes are checked
+against :mod:`ppbook.limits` before anything big is built.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import ClassVar, NamedTuple
+
+from ppbook import limits
 
 KINDS = ("F", "B", "I", "W")
 """Compute kinds, spelled as PyTorch spells them."""
@@ -66,6 +66,14 @@ class OverlapFB:
                 "an overlapped pair holds one forward (F) and one backward (B or I), "
                 f"got {self.forward} and {self.backward}"
             )
+        if self.forward.stage == self.backward.stage and (
+            self.forward.microbatch == self.backward.microbatch
+        ):
+            raise ValueError(
+                f"an overlapped pair cannot hold a forward and its own backward "
+                f"({self.forward} and {self.backward}): the backward needs the forward's "
+                "result; pair the forward with another micro-batch's backward"
+            )
 
     @property
     def parts(self) -> tuple[Action, Action]:
@@ -92,8 +100,9 @@ def parse_action(text: str) -> Step:
         if not (isinstance(forward, Action) and isinstance(backward, Action)):
             raise ValueError(f"an overlapped pair cannot nest another pair: {text!r}")
         return OverlapFB(forward, backward)
+    shown = text if len(text) <= 40 else text[:37] + "..."
     raise ValueError(
-        f"cannot parse action {text!r}: expected <stage><F|B|I|W><microbatch> such as '0F3', "
+        f"cannot parse action {shown!r}: expected <stage><F|B|I|W><microbatch> such as '0F3', "
         "or '(0F4;7B1)OVERLAP_F_B'"
     )
 
@@ -105,8 +114,9 @@ class Schedule:
     ``actions[rank]`` is the order in which ``rank`` runs its actions; idle time is not
     stored (the simulator finds it). ``stage_to_rank[stage]`` is the rank that holds
     ``stage``. Build one with a function of :mod:`ppbook.schedules`, with
-    :meth:`from_strings`, :meth:`from_csv` or :meth:`from_csv_text`; check it with
-    :func:`ppbook.validate.validate`.
+    :meth:`from_strings` or :func:`ppbook.pytorch_csv.read_csv`; check it with
+    :func:`ppbook.validate.validate`. Ranks, stages, micro-batches and actions beyond
+    :mod:`ppbook.limits` are refused here.
 
     ``routes[j]``, when given, is the ordered tuple of stages micro-batch ``j`` goes
     through; by default every micro-batch goes through all stages in order. The k-th stage
@@ -119,10 +129,20 @@ class Schedule:
     num_microbatches: int
     name: str = "custom"
     routes: tuple[tuple[int, ...], ...] | None = None
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    """What was left out or assumed when the schedule was read (for the reader to see)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", tuple(tuple(row) for row in self.actions))
         object.__setattr__(self, "stage_to_rank", tuple(self.stage_to_rank))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        limits.current().check(
+            f"schedule {str(self.name)[:40]!r}",
+            ranks=len(self.actions),
+            stages=len(self.stage_to_rank),
+            microbatches=self.num_microbatches if isinstance(self.num_microbatches, int) else 0,
+            actions=sum(map(len, self.actions)),
+        )
         if not self.actions:
             raise ValueError("a schedule needs at least one rank, got none")
         if not self.stage_to_rank:
@@ -151,6 +171,17 @@ class Schedule:
     def num_stages(self) -> int:
         """The number of stage chunks, p * v."""
         return len(self.stage_to_rank)
+
+    @property
+    def chunk_share(self) -> float:
+        """The share of one device's part of the model that one stage chunk holds.
+
+        The ranks that hold stages, divided by the length of a micro-batch's route: 1/v
+        for interleaved schedules with v chunks per rank, 1/2 for ZB-V and DualPipeV, 1 for
+        GPipe, 1F1B, ZB-H1, ZB-H2 and DualPipe. Costs are for one device's share
+        (:mod:`ppbook.costs`); a chunk pass takes ``cost * chunk_share``.
+        """
+        return len(set(self.stage_to_rank)) / len(self.route(0))
 
     def stages_on(self, rank: int) -> tuple[int, ...]:
         """The stages that ``rank`` holds, in increasing order."""
@@ -199,26 +230,40 @@ class Schedule:
         num_microbatches: int | None = None,
         name: str = "custom",
         routes: Sequence[Sequence[int]] | None = None,
+        notes: Sequence[str] = (),
     ) -> Schedule:
         """Build a schedule from rows of action strings (``None`` or ``""`` is an idle step).
 
         ``stage_to_rank``, ``num_microbatches`` and ``routes`` are inferred from the actions
-        when not given. CSV carries no routes: when some micro-batch has forwards on only
+        when not given. CSV carries no routes: when some micro-batch has actions on only
         some stages (DualPipe feeds half of them from each end), its route is taken to be
         those stages in increasing order, which is how :mod:`ppbook.schedules` numbers them.
-        A malformed cell is a ValueError naming its row, column and text.
+        A malformed cell is a ValueError naming its row, column and text; stage and
+        micro-batch numbers beyond :mod:`ppbook.limits` are refused before anything is
+        built from them.
         """
+        bounds = limits.current()
         actions: list[list[Step]] = []
+        count = top_stage = top_microbatch = 0
         for r, row in enumerate(rows):
             parsed: list[Step] = []
             for c, cell in enumerate(row):
                 if cell is None or not cell.strip():
                     continue
                 try:
-                    parsed.append(parse_action(cell))
+                    step = parse_action(cell)
                 except ValueError as exc:
                     raise ValueError(f"row {r} (rank {r}), column {c}: {exc}") from None
+                for part in step.parts:
+                    top_stage = max(top_stage, part.stage)
+                    top_microbatch = max(top_microbatch, part.microbatch)
+                parsed.append(step)
+            count += len(parsed)
             actions.append(parsed)
+            bounds.check(
+                f"row {r}", ranks=r + 1, stages=top_stage + 1, microbatches=top_microbatch + 1
+            )
+            bounds.check("the rows", actions=count)
         if stage_to_rank is None:
             stage_to_rank = _infer_placement(actions)
         if num_microbatches is None:
@@ -226,45 +271,14 @@ class Schedule:
             num_microbatches = max(mbs) + 1 if mbs else 0
         if routes is None:
             routes = _infer_routes(actions, len(stage_to_rank), num_microbatches)
-        return cls(tuple(map(tuple, actions)), tuple(stage_to_rank), num_microbatches, name, routes)
-
-    def to_csv(self, path: str | Path | None = None, aligned: bool = True) -> str:
-        """PyTorch's CSV form: one row per rank, one action per cell.
-
-        With ``aligned`` (the default, as PyTorch's own schedules are written) each column is
-        one time step of a unit-cost run, so idle steps are empty cells; otherwise each row
-        lists its actions back to back. Writes to ``path`` when given; returns the text.
-        """
-        if aligned:
-            from ppbook.simulate import unit_cost_steps
-
-            rows: list[list[str]] = []
-            for rank, starts in enumerate(unit_cost_steps(self)):
-                cells = [""] * (max(starts) + 1 if starts else 0)
-                for action, step in zip(self.actions[rank], starts, strict=True):
-                    cells[step] = str(action)
-                rows.append(cells)
-        else:
-            rows = self.to_strings()
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerows(rows)
-        text = buffer.getvalue()
-        if path is not None:
-            Path(path).write_text(text)
-        return text
-
-    @classmethod
-    def from_csv(cls, path: str | Path, **kwargs) -> Schedule:
-        """Read a schedule in PyTorch's CSV form from the file at ``path``."""
-        return cls.from_csv_text(Path(path).read_text(), **kwargs)
-
-    @classmethod
-    def from_csv_text(cls, text: str, **kwargs) -> Schedule:
-        """Read a schedule in PyTorch's CSV form from ``text`` (what :meth:`to_csv` returns).
-
-        Keyword arguments go to :meth:`from_strings` (``name``, ``routes``, ...).
-        """
-        return cls.from_strings(list(csv.reader(io.StringIO(text))), **kwargs)
+        return cls(
+            tuple(map(tuple, actions)),
+            tuple(stage_to_rank),
+            num_microbatches,
+            name,
+            routes,
+            tuple(notes),
+        )
 
     def __str__(self) -> str:
         width = max((len(str(a)) for row in self.actions for a in row), default=1)
@@ -292,17 +306,24 @@ def _infer_placement(actions: Iterable[Sequence[Step]]) -> tuple[int, ...]:
         raise ValueError("cannot infer stage placement from a schedule with no actions")
     missing = sorted(set(range(max(owner) + 1)) - set(owner))
     if missing:
-        raise ValueError(f"stages {missing} have no actions: cannot place them on a rank")
+        listed = ", ".join(map(str, missing[:12])) + (", ..." if len(missing) > 12 else "")
+        raise ValueError(
+            f"{len(missing)} stage(s) have no actions ({listed}): cannot place them on a rank"
+        )
     return tuple(owner[s] for s in range(len(owner)))
 
 
 def _infer_routes(actions, num_stages: int, num_microbatches: int):
-    """Routes from where each micro-batch has forwards, or None when all visit every stage."""
+    """Routes from where each micro-batch has actions, or None when all visit every stage.
+
+    Every action counts, not only forwards: a backward without its forward then stays on
+    the route, and validation reports the missing forward as that.
+    """
     visits: list[set[int]] = [set() for _ in range(num_microbatches)]
     for row in actions:
         for step in row:
             for part in step.parts:
-                if part.kind == "F" and part.microbatch < num_microbatches:
+                if part.microbatch < num_microbatches:
                     visits[part.microbatch].add(part.stage)
     if all(len(stages) in (0, num_stages) for stages in visits):
         return None  # every micro-batch goes through every stage (or is missing: validate)

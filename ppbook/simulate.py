@@ -6,10 +6,17 @@ This is an event-driven list scheduler in O(number of actions): an action become
 when its last dependency finishes, and a rank runs its next action once it is ready. A
 schedule that cannot finish is reported at once, naming every stuck rank, the action it is
 stuck on and what that action waits for. No recursion, so no recursion limit.
+
+What waits for what is :mod:`ppbook.dependencies`' rule, looked up through the
+:class:`~ppbook.validate.ScheduleIndex` that validation builds (integer keys computed once
+per stage, kind and route). Each chunk pass takes its cost times the schedule's
+:attr:`~ppbook.schedule.Schedule.chunk_share` (costs are for one device's share of the
+model); transfers are not scaled.
 """
 
 from __future__ import annotations
 
+from ppbook import limits
 from ppbook.costs import Costs
 from ppbook.schedule import KINDS, Action, Schedule
 from ppbook.timeline import Timeline
@@ -19,21 +26,30 @@ from ppbook.validate import ScheduleError, validate
 def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
     """Simulate ``schedule`` under ``costs`` (default: F = 1, B = 2, no communication).
 
-    Validates the schedule first (:func:`~ppbook.validate.validate`). Returns a
+    Costs are for one device's share of the model; a chunk pass of a schedule with v
+    chunks per rank takes the cost times ``schedule.chunk_share`` (1/v). Validates the
+    schedule first (:func:`~ppbook.validate.validate`). Returns a
     :class:`~ppbook.timeline.Timeline` with every rank's intervals and the metrics
     (makespan, bubble fraction and ratio, activation memory).
     """
-    costs = costs if costs is not None else Costs()
-    index = validate(schedule)
-    per_stage = costs.per_stage(schedule.num_stages)
+    index = validate(schedule)  # refuses what is not a Schedule
+    if costs is None:
+        costs = Costs()
+    elif not isinstance(costs, Costs):
+        raise ValueError(
+            f"costs must be a ppbook.costs.Costs, got {type(costs).__name__}; "
+            "for example Costs(F=1, B=2)"
+        )
+    per_stage = costs.per_stage(schedule.num_stages, share=schedule.chunk_share)
     fb = per_stage["FB"]
     transfer = costs.transfer
     steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
     n = len(steps)
-    m, last = schedule.num_microbatches, schedule.num_stages - 1
-    row_stride = 4 * m  # key distance between (s, j) and (s + 1, j)
-    plain = schedule.routes is None
+    m, num_stages = schedule.num_microbatches, schedule.num_stages
+    rules, route_id = index.rules, index.route_id
+    one_route = max(route_id) == 0
     costs_of = [per_stage[kind] for kind in KINDS]
+    kind_index = {kind: k for k, kind in enumerate(KINDS)}
     forward_cost = per_stage["F"]
 
     def general_deps(sid: int) -> tuple[float, list[int]]:
@@ -74,25 +90,20 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
         while pos < stop:
             sid = offset + pos
             step = steps[sid]
-            if plain and type(step) is Action:  # fast path: one part, stages in order
+            if type(step) is Action:  # one part: its rule from the index
                 stage, kind, mb = step
+                k = kind_index[kind]
                 base = (stage * m + mb) * 4
-                if kind == "F":
-                    duration = forward_cost[stage]
-                    deps = (where[base - row_stride],) if stage > 0 else ()
-                elif kind == "W":
-                    duration = costs_of[3][stage]
-                    deps = (where[base + 2],)
-                else:
-                    duration = costs_of[1 if kind == "B" else 2][stage]
-                    if stage < last:
-                        after = base + row_stride
-                        deps = (
-                            where[base],
-                            where[after + 1] if where[after + 1] >= 0 else where[after + 2],
-                        )
-                    else:
-                        deps = (where[base],)
+                duration = costs_of[k][stage]
+                rule = rules[
+                    (stage * 4 + k) if one_route else (route_id[mb] * num_stages + stage) * 4 + k
+                ]
+                deps = [
+                    where[base + off]
+                    if not backward or where[base + off] >= 0
+                    else where[base + off + 1]
+                    for off, backward in rule
+                ]
             else:
                 duration, deps = general_deps(sid)
             t = t_free
@@ -130,19 +141,23 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
 
 
 def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:
+    """Every stuck rank and what it waits for; ranks that wait on their own rank first,
+    as a chain of waiting ranks ends there. At most 12 ranks are listed."""
     steps, step_rank, first = index.steps, index.step_rank, index.first
-    lines = [f"schedule {schedule.name!r} cannot finish (deadlock):"]
+    lines: list[tuple[int, str]] = []
     for rank, row in enumerate(schedule.actions):
         if position[rank] >= len(row):
             continue
         sid = first[rank] + position[rank]
         waits = []
+        own = 1
         for did in general_deps(sid)[1]:
             drank = step_rank[did]
             dpos = did - first[drank]
             if dpos < position[drank]:
                 continue  # done
             if drank == rank:
+                own = 0
                 waits.append(f"{steps[did]} later on its own rank (position {dpos})")
             else:
                 waits.append(
@@ -150,13 +165,19 @@ def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:
                     f"at position {position[drank]} on {steps[first[drank] + position[drank]]})"
                 )
         lines.append(
-            f"  rank {rank} is stuck at position {position[rank]} on {steps[sid]}, "
-            "which waits for " + "; ".join(waits)
+            (
+                own,
+                f"  rank {rank} is stuck at position {position[rank]} on {steps[sid]}, "
+                "which waits for " + "; ".join(waits),
+            )
         )
-    return "\n".join(lines)
+    lines.sort(key=lambda line: line[0])  # stable: by rank within each group
+    head = f"schedule {str(schedule.name)[:60]!r} cannot finish (deadlock):"
+    return limits.listed(head, [line.strip() for _, line in lines], most=12)
 
 
 def unit_cost_steps(schedule: Schedule) -> list[list[int]]:
     """Each rank's start steps when every action takes one step and transfers are free."""
     timeline = simulate(schedule, Costs(F=1, B=1, I=1, W=1, FB=1))
-    return [[round(iv.start) for iv in row] for row in timeline.intervals]
+    share = schedule.chunk_share  # every step took 1 * share
+    return [[round(start / share) for start in row] for row in timeline.starts]

@@ -1,21 +1,21 @@
-"""Static checks of a schedule and the dependency rules that every consumer shares.
+"""Static checks of a schedule, and an index of its parts by integer keys.
 
-Dependencies (the same for the simulator and the torch runtime), with "before" and
-"after" the neighbouring stages on the micro-batch's route (``s-1`` and ``s+1`` unless the
-schedule gives routes):
-
-- ``F(s, j)`` after the forward of the stage before;
-- the backward of ``(s, j)`` (``B`` or ``I``) after ``F(s, j)`` and the backward of the
-  stage after;
-- ``W(s, j)`` after ``I(s, j)``.
+Which action waits for which is :mod:`ppbook.dependencies`' rule; :class:`ScheduleIndex`
+turns that rule into integer keys once per stage, kind and route, so that the simulator
+and the other consumers look dependencies up without re-deriving them.
 """
 
 from __future__ import annotations
 
+from ppbook import limits
+from ppbook.dependencies import BACKWARD, needs
 from ppbook.schedule import KINDS, Action, Schedule
 
 MAX_LISTED = 12
+"""Most problems listed in one :class:`ScheduleError` message."""
+
 _KIND_INDEX = {kind: i for i, kind in enumerate(KINDS)}
+_NEED_INDEX = {"F": 0, BACKWARD: 1, "I": 2}  # BACKWARD: B's key, or I's (one more) if split
 
 
 class ScheduleError(ValueError):
@@ -27,7 +27,11 @@ class ScheduleIndex:
 
     ``steps`` lists every rank's steps back to back (``first[rank]`` is where a rank
     starts); ``where[key]`` is the step that runs part ``key = (stage * m + microbatch) * 4 +
-    kind`` (-1 if none). :meth:`problems` lists what :func:`validate` reports.
+    kind`` (-1 if none). ``rules[(route_id[j] * num_stages + stage) * 4 + kind]`` is what
+    that part waits for, as ``(key offset, is_backward)`` pairs (a backward's key is B's,
+    or the next, I's, when B is absent), computed from :func:`ppbook.dependencies.needs`
+    once for each distinct route: the rules depend on a micro-batch only through its
+    route. :meth:`problems` lists what :func:`validate` reports.
     """
 
     def __init__(self, schedule: Schedule):
@@ -53,18 +57,45 @@ class ScheduleIndex:
                     if k is None or not (0 <= stage < num_stages and 0 <= mb < m):
                         self.errors.append(self._misplaced(rank, sid, stage, kind, mb))
                         continue
-                    if stage_to_rank[stage] != rank:
-                        self.errors.append(
-                            f"rank {rank}, position {sid - offset} ({step}): "
-                            f"stage {stage} lives on rank {stage_to_rank[stage]}"
-                        )
                     key = (stage * m + mb) * 4 + k
                     if where[key] >= 0:
                         self.errors.append(
                             f"rank {rank}, position {sid - offset}: "
                             f"{stage}{kind}{mb} appears more than once"
                         )
+                    elif stage_to_rank[stage] != rank:
+                        self.errors.append(
+                            f"rank {rank}, position {sid - offset} ({step}): "
+                            f"stage {stage} lives on rank {stage_to_rank[stage]}"
+                        )
                     where[key] = sid
+        self.route_id, self.rules = self._rules()
+
+    def _rules(self) -> tuple[list[int], list]:
+        """Each micro-batch's route number, and the dependency rules of each route."""
+        schedule, m, num_stages = self.schedule, self.num_microbatches, self.schedule.num_stages
+        number: dict[tuple[int, ...], int] = {}  # a route -> its number
+        first_of: list[tuple[tuple[int, ...], int]] = []  # (route, its first micro-batch)
+        route_id = []
+        for j in range(max(m, 0)):
+            route = schedule.route(j) if schedule.routes is not None else ()
+            if route not in number:
+                number[route] = len(first_of)
+                first_of.append((route, j))
+            route_id.append(number[route])
+        rules: list = [None] * (len(first_of) * num_stages * 4)
+        for r, (route, j) in enumerate(first_of):
+            for stage in route or range(num_stages):
+                for k, kind in enumerate(KINDS):
+                    rules[(r * num_stages + stage) * 4 + k] = tuple(
+                        (
+                            ((need.stage - stage) * m + need.microbatch - j) * 4
+                            + _NEED_INDEX[need.kind],
+                            need.kind == BACKWARD,
+                        )
+                        for need in needs(schedule, stage, kind, j)
+                    )
+        return route_id, rules
 
     def _misplaced(self, rank, sid, stage, kind, mb) -> str:
         schedule = self.schedule
@@ -80,24 +111,38 @@ class ScheduleIndex:
         base = (stage * self.num_microbatches + microbatch) * 4
         return base + 1 if self.where[base + 1] >= 0 else base + 2
 
+    def dependencies(self, stage: int, kind: str, microbatch: int) -> list[int]:
+        """Keys of the parts that part (stage, kind, microbatch) waits for."""
+        num_stages, where = self.schedule.num_stages, self.where
+        k = _KIND_INDEX[kind]
+        base = (stage * self.num_microbatches + microbatch) * 4
+        rule = self.rules[(self.route_id[microbatch] * num_stages + stage) * 4 + k] or ()
+        return [
+            base + off + 1 if backward and where[base + off] < 0 else base + off
+            for off, backward in rule
+        ]
+
     def problems(self) -> list[str]:
         """Everything :func:`validate` would report, as sentences."""
         schedule, where, m = self.schedule, self.where, self.num_microbatches
         problems = list(self.errors)
         if m < 1:
             problems.append(f"num_microbatches must be >= 1, got {m}")
-        all_stages = schedule.routes is None
-        for mb in range(max(m, 0)):
-            on_route = None if all_stages else set(schedule.route(mb))
+            return problems
+        if schedule.routes is None and (
+            min(where[0::4]) >= 0
+            and (
+                (min(where[1::4]) >= 0 and max(where[2::4]) < 0 and max(where[3::4]) < 0)
+                or (max(where[1::4]) < 0 and min(where[2::4]) >= 0 and min(where[3::4]) >= 0)
+            )
+        ):
+            return problems  # every part once: one F and one B, or one F, I and W, everywhere
+        for mb in range(m):
+            on_route = None if schedule.routes is None else set(schedule.route(mb))
             for stage in range(schedule.num_stages):
                 base = (stage * m + mb) * 4
-                f, b, i, w = (
-                    where[base] >= 0,
-                    where[base + 1] >= 0,
-                    where[base + 2] >= 0,
-                    where[base + 3] >= 0,
-                )
-                if f and not i and not w and b:
+                f, b, i, w = (where[base + k] >= 0 for k in range(4))
+                if f and b and not i and not w:
                     continue  # the common case: one F, one B
                 if on_route is not None and stage not in on_route:
                     if f or b or i or w:
@@ -107,26 +152,16 @@ class ScheduleIndex:
                         )
                     continue
                 if not f:
-                    problems.append(f"stage {stage}, micro-batch {mb}: no forward F")
+                    problems.append(
+                        f"stage {stage}, micro-batch {mb}: "
+                        + ("a backward without its forward (F)" if b or i or w else "no forward F")
+                    )
                 if not ((b and not i and not w) or (i and w and not b)):
                     problems.append(
                         f"stage {stage}, micro-batch {mb}: has B={b:d}, I={i:d}, "
                         f"W={w:d}; expected one B, or one I and one W"
                     )
         return problems
-
-    def dependencies(self, stage: int, kind: str, microbatch: int) -> list[int]:
-        """Keys of the parts that part (stage, kind, microbatch) waits for."""
-        m = self.num_microbatches
-        if kind == "W":
-            return [(stage * m + microbatch) * 4 + 2]
-        before, after = self.schedule.neighbours(stage, microbatch)
-        if kind == "F":
-            return [(before * m + microbatch) * 4] if before is not None else []
-        deps = [(stage * m + microbatch) * 4]
-        if after is not None:
-            deps.append(self.backward_key(after, microbatch))
-        return deps
 
 
 def validate(schedule: Schedule) -> ScheduleIndex:
@@ -135,13 +170,17 @@ def validate(schedule: Schedule) -> ScheduleIndex:
     Checks: kinds and ranges; every (stage, micro-batch) on its route has one ``F`` and
     either one ``B`` or one ``I`` and one ``W``; every action runs on the rank that holds
     its stage. Whether the schedule can finish is found by the simulator, which names the
-    stuck ranks. Returns the schedule's :class:`ScheduleIndex`.
+    stuck ranks. Returns the schedule's :class:`ScheduleIndex`. The message lists at most
+    :data:`MAX_LISTED` problems and :data:`ppbook.limits.MAX_MESSAGE` characters.
     """
+    if not isinstance(schedule, Schedule):
+        raise ValueError(
+            f"expected a ppbook.schedule.Schedule, got {type(schedule).__name__}; build one "
+            "with ppbook.schedules.build or read one with ppbook.pytorch_csv.read_csv"
+        )
     index = ScheduleIndex(schedule)
     problems = index.problems()
     if problems:
-        listed = problems[:MAX_LISTED]
-        more = len(problems) - len(listed)
-        tail = f"\n  ... and {more} more" if more else ""
-        raise ScheduleError(f"invalid schedule {schedule.name!r}:\n  " + "\n  ".join(listed) + tail)
+        head = f"invalid schedule {str(schedule.name)[:60]!r}:"
+        raise ScheduleError(limits.listed(head, problems, most=MAX_LISTED))
     return index

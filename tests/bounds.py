@@ -1,10 +1,13 @@
 """Lower bounds on any schedule's makespan, computed from the cost rules, not the simulator.
 
 Shared by the schedule tests: the makespan is at least the busiest rank's compute and at
-least the longest dependency chain of one micro-batch (its forwards, backwards and W).
+least the longest dependency chain of one micro-batch. What waits for what is
+:func:`ppbook.dependencies.needs`, the one statement of the rules; durations are worked
+out here from the cost model (each chunk pass scaled by the schedule's chunk share).
 """
 
 from ppbook.costs import Costs
+from ppbook.dependencies import BACKWARD, needs
 from ppbook.schedule import Action, Schedule
 
 
@@ -20,19 +23,25 @@ def step_time(step, per_stage) -> float:
 
 def lower_bounds(schedule: Schedule, costs: Costs) -> tuple[float, float]:
     """(busiest rank's compute, longest single-micro-batch dependency chain)."""
-    per_stage = costs.per_stage(schedule.num_stages)
+    per_stage = costs.per_stage(schedule.num_stages, share=schedule.chunk_share)
     busiest = max(sum(step_time(s, per_stage) for s in row) for row in schedule.actions)
     step_of = {part: step for row in schedule.actions for step in row for part in step.parts}
-    longest = 0.0
-    for j in range(schedule.num_microbatches):
-        route = schedule.route(j)
-        chain = [Action(s, "F", j) for s in route]
-        chain += [
-            Action(s, "I", j) if Action(s, "I", j) in step_of else Action(s, "B", j)
-            for s in reversed(route)
-        ]
-        if Action(route[0], "W", j) in step_of:
-            chain.append(Action(route[0], "W", j))
-        steps = {id(step_of[part]): step_of[part] for part in chain}  # a pair counts once
-        longest = max(longest, sum(step_time(s, per_stage) for s in steps.values()))
+    for step in step_of.values():  # a pair's parts are never on one micro-batch's chain
+        assert len({part.microbatch for part in step.parts}) == len(step.parts), step
+
+    finish: dict[Action, float] = {}
+
+    def finished(part: Action) -> float:
+        """Earliest end of ``part`` if only its dependency chain held it back."""
+        if part not in finish:
+            waits = []
+            for need in needs(schedule, *part):
+                kind = need.kind
+                if kind == BACKWARD:
+                    kind = "B" if Action(need.stage, "B", need.microbatch) in step_of else "I"
+                waits.append(finished(Action(need.stage, kind, need.microbatch)))
+            finish[part] = max(waits, default=0.0) + step_time(step_of[part], per_stage)
+        return finish[part]
+
+    longest = max(finished(part) for part in step_of)
     return busiest, longest

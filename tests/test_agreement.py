@@ -63,7 +63,8 @@ def test_peak_activations(pp, mm):
 @given(pp=st.integers(1, 6), groups=st.integers(1, 4), vv=st.integers(2, 4), f=cost, b=cost)
 def test_interleaved(pp, groups, vv, f, b):
     mm = groups * pp
-    timeline = simulate(interleaved_1f1b(pp, mm, vv), Costs(F=f / vv, B=b / vv))
+    # Costs of a device's share: each chunk pass takes F/v and B/v (chunk_share = 1/v).
+    timeline = simulate(interleaved_1f1b(pp, mm, vv), Costs(F=f, B=b))
     expected = value(symbolic.interleaved_makespan(), p=pp, m=mm, v=vv, t_f=f, t_b=b)
     assert timeline.makespan == pytest.approx(expected)
     # Peak in full-stage units (a chunk counts 1/v of a stage), as the closed form.

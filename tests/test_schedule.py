@@ -2,6 +2,7 @@
 
 import pytest
 
+from ppbook.pytorch_csv import read_csv, read_csv_text, write_csv
 from ppbook.schedule import Action, OverlapFB, Schedule, parse_action
 from ppbook.schedules import SCHEDULES, build, gpipe, interleaved_1f1b, one_f_one_b
 from ppbook.validate import ScheduleError, validate
@@ -48,7 +49,7 @@ def test_malformed_actions_are_rejected(text):
 
 def test_malformed_csv_cell_names_row_column_and_text():
     with pytest.raises(ValueError, match=r"row 1 \(rank 1\), column 2: .*'1Q0'"):
-        Schedule.from_csv_text("0F0,0B0\n,1F0,1Q0\n")
+        read_csv_text("0F0,0B0\n,1F0,1Q0\n")
 
 
 def test_overlap_parts_are_forward_then_backward():
@@ -65,9 +66,9 @@ def test_overlap_parts_are_forward_then_backward():
     ids=lambda s: s.name,
 )
 def test_csv_round_trip(schedule, aligned):
-    text = schedule.to_csv(aligned=aligned)
+    text = write_csv(schedule, aligned=aligned)
     assert len(text.splitlines()) == schedule.num_ranks
-    back = Schedule.from_csv_text(text)
+    back = read_csv_text(text)
     assert back.actions == schedule.actions
     assert back.stage_to_rank == schedule.stage_to_rank
     assert back.num_microbatches == schedule.num_microbatches
@@ -75,22 +76,22 @@ def test_csv_round_trip(schedule, aligned):
 
 def test_aligned_csv_has_idle_cells_where_a_unit_cost_run_idles():
     # 1F1B, p = 2, m = 2, unit costs: rank 1 starts one step late and waits once.
-    text = one_f_one_b(2, 2).to_csv()
+    text = write_csv(one_f_one_b(2, 2))
     assert text.splitlines() == ["0F0,0F1,,0B0,,0B1", ",1F0,1B0,1F1,1B1"]
 
 
 def test_csv_file_round_trip(tmp_path):
     path = tmp_path / "schedule.csv"
     schedule = one_f_one_b(3, 5)
-    schedule.to_csv(path)
-    assert Schedule.from_csv(path).actions == schedule.actions
-    assert Schedule.from_csv(str(path)).actions == schedule.actions
+    write_csv(schedule, path)
+    assert read_csv(path).actions == schedule.actions
+    assert read_csv(str(path)).actions == schedule.actions
 
 
 def test_pytorch_style_csv_with_idle_cells_loads():
     # As torch.distributed.pipelining's _dump_csv writes GPipe for 2 ranks, 2 micro-batches.
     text = "0F0,0F1,,,0B0,0B1\n,1F0,1F1,1B0,1B1\n"
-    schedule = Schedule.from_csv_text(text)
+    schedule = read_csv_text(text)
     assert schedule.stage_to_rank == (0, 1)
     assert schedule.num_microbatches == 2
     assert schedule.actions[1] == tuple(map(parse_action, ["1F0", "1F1", "1B0", "1B1"]))
@@ -192,7 +193,7 @@ def test_routes_give_neighbours_and_model_parts():
 
 
 def test_one_row_csv_text_is_text_not_a_path():
-    schedule = Schedule.from_csv_text("0F0,0F1,0B0,0B1")
+    schedule = read_csv_text("0F0,0F1,0B0,0B1")
     assert schedule.num_ranks == 1 and schedule.num_microbatches == 2
 
 

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbook.costs import Costs
-from ppbook.schedule import Action, OverlapFB, Schedule, parse_action
+from ppbook.pytorch_csv import read_csv_text, write_csv
+from ppbook.schedule import Action, OverlapFB, parse_action
 from ppbook.schedules import build, dualpipe, dualpipev
 from ppbook.simulate import simulate
 from ppbook.validate import validate
@@ -104,7 +105,10 @@ def test_middle_ranks_idle_the_tables_bubble(name, f, w, fb):
                 half, chunks, middle = p // 2, m // 2, (p // 2 - 1, p // 2)
             else:
                 half, chunks, middle = p, m, (p - 1,)
-            timeline = simulate(build(name, p, m), Costs(F=f, I=i, W=w, FB=fb))
+            # Costs are a device's share; a DualPipeV chunk is half of it (chunk_share 1/2),
+            # so doubled costs make its chunk passes f, i, w and fb as in the table.
+            k = 2 if name == "dualpipev" else 1
+            timeline = simulate(build(name, p, m), Costs(F=k * f, I=k * i, W=k * w, FB=k * fb))
             bubble = (half - 1) * (fb + b - 3 * w)  # the table, PP/2 = half
             for r in middle:
                 assert timeline.idle(r) == pytest.approx(bubble), (p, m, r)
@@ -181,7 +185,7 @@ def test_validates_and_round_trips_through_csv(name):
             assert schedule.actions == (dualpipe if name == "dualpipe" else dualpipev)(p, m).actions
             validate(schedule)
             for aligned in (True, False):
-                back = Schedule.from_csv_text(schedule.to_csv(aligned=aligned))
+                back = read_csv_text(write_csv(schedule, aligned=aligned))
                 assert back.actions == schedule.actions
                 assert back.stage_to_rank == schedule.stage_to_rank
                 assert back.num_microbatches == m

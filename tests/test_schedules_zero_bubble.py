@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppbook.costs import Costs
+from ppbook.pytorch_csv import read_csv_text, write_csv
 from ppbook.schedule import Schedule
 from ppbook.schedules import build, zb_h1, zb_h2, zb_v
 from ppbook.simulate import simulate
@@ -155,7 +156,8 @@ def test_zb_v_makespan_closed_form(f, i, w):
     assert f <= i and w <= i
     for p in range(1, 7):
         for m in range(2 * p - 1, 2 * p + 6):
-            makespan = simulate(zb_v(p, m), _costs(f, i, w)).makespan
+            # Costs are a device's share (two chunks): chunk passes take f, i and w.
+            makespan = simulate(zb_v(p, m), _costs(2 * f, 2 * i, 2 * w)).makespan
             expected = 2 * m * (f + i + w) + (p - 1) * (i + max(0, i - 2 * w))
             assert makespan == pytest.approx(expected), (p, m)
 
@@ -163,7 +165,7 @@ def test_zb_v_makespan_closed_form(f, i, w):
 def test_zb_v_equal_costs_any_m():
     for p in range(1, 7):
         for m in range(1, 17):
-            timeline = simulate(zb_v(p, m), _costs(1, 1, 1))
+            timeline = simulate(zb_v(p, m), _costs(2, 2, 2))  # chunk passes of 1 each
             assert timeline.makespan == 6 * m + max(p - 1, 4 * p - 2 - 2 * m), (p, m)
             if m >= 2 * p - 1:  # the parallelogram: idle only before the start and after the end
                 for r in range(p):
@@ -216,7 +218,7 @@ def test_validates_and_round_trips_through_csv(name):
             validate(schedule)
             assert schedule.split_backward
             for aligned in (True, False):
-                back = Schedule.from_csv_text(schedule.to_csv(aligned=aligned))
+                back = read_csv_text(write_csv(schedule, aligned=aligned))
                 assert back.actions == schedule.actions
                 assert back.stage_to_rank == schedule.stage_to_rank
                 assert back.num_microbatches == m

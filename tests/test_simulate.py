@@ -120,8 +120,9 @@ def test_peak_activations_gpipe_m_and_1f1b_min_p_m(p, m):
 @given(p=st.integers(1, 6), groups=st.integers(1, 4), v=st.integers(1, 4), f=cost, b=cost)
 def test_interleaved_makespan_closed_form(p, groups, v, f, b):
     m = groups * p
-    # Per-chunk costs are a full stage's F/v and B/v: makespan m(F+B) + (p-1)(F+B)/v.
-    timeline = simulate(interleaved_1f1b(p, m, v), Costs(F=f / v, B=b / v))
+    # Costs are a device's share; each chunk pass takes F/v and B/v (chunk_share = 1/v),
+    # so the makespan is Megatron-LM's m(F+B) + (p-1)(F+B)/v.
+    timeline = simulate(interleaved_1f1b(p, m, v), Costs(F=f, B=b))
     assert timeline.makespan == pytest.approx(m * (f + b) + (p - 1) * (f + b) / v)
     assert timeline.bubble_ratio == pytest.approx((p - 1) / (v * m))
 
@@ -134,7 +135,7 @@ def test_generic_lower_bounds(name, p, m):
     timeline = simulate(schedule, costs)
     busiest = max(timeline.busy(r) for r in range(p))
     assert timeline.makespan >= busiest - 1e-9
-    per_stage = costs.per_stage(schedule.num_stages)
+    per_stage = costs.per_stage(schedule.num_stages, share=schedule.chunk_share)
     hops = sum(
         schedule.stage_to_rank[s] != schedule.stage_to_rank[s + 1]
         for s in range(schedule.num_stages - 1)

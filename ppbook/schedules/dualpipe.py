@@ -58,7 +58,7 @@ def dualpipe(num_stages: int, num_microbatches: int) -> Schedule:
     rank holds two parts and the parameters are stored twice. Needs p even, m even and
     m >= 2p (DualPipe's own asserts). Schedule.routes records the two directions.
     """
-    p, m = check_counts("dualpipe", num_stages, num_microbatches)
+    p, m = check_counts("dualpipe", num_stages, num_microbatches, num_chunks=2)
     if p % 2:
         raise ValueError(
             f"dualpipe needs an even num_stages (p ranks, half fed from each end), got p = {p}"
@@ -88,7 +88,7 @@ def dualpipev(num_stages: int, num_microbatches: int) -> Schedule:
     action order is PyTorch's. Needs m >= 2p (PyTorch's rule: at least as many
     micro-batches as stages).
     """
-    p, m = check_counts("dualpipev", num_stages, num_microbatches)
+    p, m = check_counts("dualpipev", num_stages, num_microbatches, num_chunks=2, passes=3)
     if m < 2 * p:
         raise ValueError(
             "dualpipev needs num_microbatches >= 2 * num_stages (at least one micro-batch "

@@ -4,8 +4,10 @@ Rank r holds the v chunks r, r+p, ..., r+(v-1)p of a model cut into p*v stages.
 
 - Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021, arXiv:2104.04473, sec. 2.2.2):
   the bubble shrinks by v, to (p-1)(F+B)/v of a full stage, while point-to-point traffic
-  grows by v. Micro-batches go through the chunks in groups of p, so Megatron-LM's order
-  needs m to be a multiple of p.
+  grows by v. Micro-batches go through the chunks in groups of p, so the order needs m to
+  be a multiple of p. The order is PyTorch's ScheduleInterleaved1F1B (the tests compare
+  the two action by action); see :func:`interleaved_1f1b` for where it differs from
+  Megatron-LM's.
 - Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism", arXiv:2211.05953):
   each rank runs every micro-batch through its first chunk, then its second, ...; then the
   backwards in reverse order. Order as PyTorch's ScheduleLoopedBFS.
@@ -22,14 +24,18 @@ def _placement(p: int, v: int) -> tuple[int, ...]:
 
 
 def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2) -> Schedule:
-    """Megatron-LM's interleaved 1F1B with v = ``num_chunks`` chunks per rank.
+    """Interleaved 1F1B with v = ``num_chunks`` chunks per rank, in PyTorch's order.
 
-    Needs ``num_microbatches`` to be a multiple of ``num_stages`` (Megatron-LM's rule:
-    micro-batches move through the chunks in groups of p). With m a multiple of p and
-    per-chunk costs F/v and B/v, the makespan is m(F+B) + (p-1)(F+B)/v.
+    Needs ``num_microbatches`` to be a multiple of ``num_stages`` (micro-batches move
+    through the chunks in groups of p). Rank r warms up with (p-1-r)*2 + (v-1)*p forwards,
+    Megatron-LM's count, and so does PyTorch's ScheduleInterleaved1F1B, whose order this
+    is. Megatron-LM itself runs every forward first on every rank when m = p; here, as in
+    PyTorch, only ranks whose warm-up count reaches m*v do. With m a multiple of p and
+    chunk costs F/v and B/v (costs of one device's share, scaled by
+    :attr:`~ppbook.schedule.Schedule.chunk_share`), the makespan is m(F+B) + (p-1)(F+B)/v.
     """
-    p, m = check_counts("interleaved-1f1b", num_stages, num_microbatches)
     v = check_int("interleaved-1f1b", "num_chunks", num_chunks)
+    p, m = check_counts("interleaved-1f1b", num_stages, num_microbatches, num_chunks=v)
     if m % p:
         raise ValueError(
             f"interleaved-1f1b needs num_microbatches to be a multiple of num_stages "
@@ -47,7 +53,7 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
         backwards = [
             Action(rank + (v - 1 - c) * p, "B", j) for c, j in zip(chunk, microbatch, strict=True)
         ]
-        # Megatron-LM's warm-up; with one chunk it runs plain 1F1B (p - 1 - rank forwards).
+        # warm-up (Megatron-LM's count, as PyTorch's); one chunk is plain 1F1B's p - 1 - rank
         warmup = (p - rank - 1) * 2 + (v - 1) * p if v > 1 else p - rank - 1
         warmup = min(warmup, total)
         steady = total - warmup
@@ -63,8 +69,8 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
 
 def looped_bfs(num_stages: int, num_microbatches: int, num_chunks: int = 2) -> Schedule:
     """Looped breadth-first: all micro-batches per chunk, chunk by chunk (arXiv:2211.05953)."""
-    p, m = check_counts("looped-bfs", num_stages, num_microbatches)
     v = check_int("looped-bfs", "num_chunks", num_chunks)
+    p, m = check_counts("looped-bfs", num_stages, num_microbatches, num_chunks=v)
     actions = []
     for rank in range(p):
         stages = range(rank, p * v, p)

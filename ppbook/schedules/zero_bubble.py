@@ -84,7 +84,7 @@ def zb_h1(num_stages: int, num_microbatches: int) -> Schedule:
     for m <= p. Example, p = m = 2, F = I = W = 1: rank 0 runs 0F0 0F1 0I0 0W0 0I1 0W1,
     rank 1 runs 1F0 1I0 1F1 1I1 1W0 1W1, makespan 7 (1F1B: 9).
     """
-    p, m = check_counts("zb-h1", num_stages, num_microbatches)
+    p, m = check_counts("zb-h1", num_stages, num_microbatches, passes=3)
     rows = _postponed_w_rows(p, m, lambda r: p - 1 - r, lambda r: r)
     return Schedule(rows, tuple(range(p)), m, name="zb-h1")
 
@@ -101,7 +101,7 @@ def zb_h2(num_stages: int, num_microbatches: int) -> Schedule:
     m(F+I+W) + (p-1)(F + max(0, I-2W)): Table 2's (p-1)(F+I-2W) bubble when I >= 2W, and
     when I < 2W the single-step parallelogram, (p-1)F (see the module docstring).
     """
-    p, m = check_counts("zb-h2", num_stages, num_microbatches)
+    p, m = check_counts("zb-h2", num_stages, num_microbatches, passes=3)
     if m < 2 * p - 1:
         raise ValueError(
             f"zb-h2 needs num_microbatches >= 2 * num_stages - 1 (m >= 2p-1), got m = {m} "
@@ -131,7 +131,7 @@ def zb_v(num_stages: int, num_microbatches: int) -> Schedule:
     exactly 2m(F+I+W) + (p-1)(I + max(0, I-2W)); at F = I = W = c, (6m + p - 1) c with no
     idle time inside the steady state (module docstring).
     """
-    p, m = check_counts("zb-v", num_stages, num_microbatches)
+    p, m = check_counts("zb-v", num_stages, num_microbatches, num_chunks=2, passes=3)
     n = max(2 * p - 1, m)  # PyTorch's count; actions of micro-batches >= m are dropped
     actions = [[a for a in _zb_v_row(p, n, rank) if a.microbatch < m] for rank in range(p)]
     return Schedule(actions, v_placement(p), m, name="zb-v")
