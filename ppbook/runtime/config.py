@@ -158,7 +158,7 @@ def check_numbers(config: RunConfig) -> None:
     timeout = as_quantity(config.timeout, "timeout (seconds)", OWNER, inclusive=False)
     if timeout > MAX_TIMEOUT:
         raise ValueError(
-            f"{OWNER} needs timeout (seconds) <= {MAX_TIMEOUT:g} (a week), got {shown(timeout)}"
+            f"{OWNER} needs timeout (seconds) <= {MAX_TIMEOUT:g} (a week), got {timeout:g}"
         )
     if config.model == "transformer" and config.hidden % config.num_heads:
         below = config.hidden - config.hidden % config.num_heads

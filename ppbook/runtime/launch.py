@@ -173,8 +173,9 @@ def clip(text: str, limit: int = MAX_LINE) -> str:
 
 
 def _first_line(report: dict) -> str:
+    """``type: message`` of a rank's report, its message's first line only."""
     lines = report["message"].splitlines()
-    return clip(f"{report['type']}: {lines[0] if lines else ''}")
+    return f"{report['type']}: {lines[0] if lines else ''}"
 
 
 def _failure(processes: list, folder: Path, ended: list[int], stopped: set[int]) -> PipelineError:
@@ -201,7 +202,7 @@ def _failure(processes: list, folder: Path, ended: list[int], stopped: set[int])
         rank = order[0]
         lines = [
             silent[rank],
-            *(f"rank {r['rank']} then failed: {_first_line(r)}" for r in by_time),
+            *(clip(f"rank {r['rank']} then failed: {_first_line(r)}") for r in by_time),
             *(silent[r] for r in order[1:]),
             *others,
         ]
@@ -214,12 +215,12 @@ def _failure(processes: list, folder: Path, ended: list[int], stopped: set[int])
         cut = len(traceback) - MAX_TRACEBACK
         traceback = [f"({cut} lines of the traceback left out)", *traceback[-MAX_TRACEBACK:]]
     lines = [
-        f"rank {first['rank']} failed: {_first_line(first)}",
+        clip(f"rank {first['rank']} failed: {_first_line(first)}"),
         "",
         f"traceback of rank {first['rank']}:",
         *traceback,
         "",
-        *(f"rank {r['rank']} then failed too: {_first_line(r)}" for r in by_time[1:]),
+        *(clip(f"rank {r['rank']} then failed too: {_first_line(r)}") for r in by_time[1:]),
         *others,
     ]
     return PipelineError("\n".join(lines).rstrip(), rank=first["rank"])

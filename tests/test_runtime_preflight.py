@@ -1,0 +1,189 @@
+"""``ppbook run`` refuses bad input before any process starts, in one bounded line.
+
+No process is started here: ``launch`` is replaced by a stub that fails the test if the
+command gets that far. tests/test_runtime_signals.py stops and kills real runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ppbook.runtime.launch as launch_module
+from ppbook.cli import run as run_cli
+from ppbook.runtime import preflight
+from ppbook.runtime.config import RunConfig, check
+from ppbook.runtime.launch import PipelineError, _failure
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Make starting a run fail the test: every refusal must come before it."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("ppbook run started processes for an argument it should refuse")
+
+    monkeypatch.setattr(launch_module, "launch", started)
+    monkeypatch.setattr(launch_module, "launch_many", started)
+
+
+SMALL = ["--nproc", "2", "--microbatches", "2", "--steps", "1", "--hidden", "8"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--trace", "missing/dir/t.json"], "the folder 'missing/dir' does not exist"),
+        (["--width", "0"], "ppbook run needs --width >= 1, got 0"),
+        (["--timeout", "1e15"], r"timeout \(seconds\) <= 604800 \(a week\), got 1e\+15"),
+        (["--timeout", "nan"], "a finite number > 0"),
+        (["--model", "transformer", "--hidden", "33"], "multiple of num_heads .2.*use 32 or 34"),
+        (["--model", "transformer", "--hidden", "8", "--heads", "3"], "use 6 or 9"),
+        (["--fault", "x" * 100_000], "cannot read fault 'xxx"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_process_starts(no_launch, capsys, args, message):
+    assert run_cli.main([*SMALL, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ppbook run: error: ") and err.count("\n") == 1, err[:300]
+    assert len(err) <= run_cli.MAX_MESSAGE + 40
+    assert re.search(message, err), err
+
+
+def test_a_trace_path_that_is_a_folder_is_refused(no_launch, capsys, tmp_path):
+    assert run_cli.main([*SMALL, "--trace", str(tmp_path)]) == 2
+    assert "is a folder; give a file name" in capsys.readouterr().err
+
+
+def test_every_message_is_cut_to_a_bounded_line(no_launch, capsys):
+    assert run_cli.main([*SMALL, "--schedule", "y" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) <= run_cli.MAX_MESSAGE + 40
+    assert "unknown schedule" in err
+
+
+def test_too_many_ranks_for_the_cores_are_refused(no_launch, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "available_cores", lambda: 2)
+    assert run_cli.main(["--nproc", "64", "--microbatches", "64", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "64 ranks are too many for the 2 CPU cores here: at most 16 (8 per core)" in err
+    assert "at most 2 measure without waiting" in err
+
+
+def test_too_many_ranks_for_the_memory_are_refused(no_launch, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "available_cores", lambda: 64)
+    monkeypatch.setattr(preflight, "available_memory", lambda: 2**30)  # 1 GiB: two ranks
+    assert run_cli.main(["--nproc", "4", "--microbatches", "4", "--steps", "1"]) == 2
+    assert "at most 2 ranks fit" in capsys.readouterr().err
+
+
+def test_more_ranks_than_cores_run_with_a_note(capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "available_cores", lambda: 1)
+
+    def stub(config):
+        raise PipelineError("stub: the run would start here")
+
+    monkeypatch.setattr(launch_module, "launch", stub)
+    assert run_cli.main(SMALL) == 1
+    err = capsys.readouterr().err
+    assert "note: 2 ranks share 1 CPU cores" in err and "stub: the run would start" in err
+
+
+# ----- the configuration's numbers follow ppbook.checks -------------------------------------
+
+
+def test_run_config_takes_numbers_as_the_package_does():
+    check(RunConfig(nproc=np.int64(2), timeout=Decimal("1.5"), hidden=np.int32(8)))
+    check(RunConfig(timeout=Fraction(1, 2)))
+    for bad, message in [
+        (RunConfig(timeout=True), "timeout"),
+        (RunConfig(timeout="5"), "timeout"),
+        (RunConfig(timeout=float("inf")), "finite"),
+        (RunConfig(nproc=2.0), "nproc to be an integer"),
+        (RunConfig(seed=-1), "seed >= 0"),
+        (RunConfig(model="transformer", hidden=10, num_heads=4), "use 8 or 12"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            check(bad)
+
+
+# ----- dependencies flow one way: config imports no other runtime module ---------------------
+
+
+def test_config_imports_no_other_runtime_module():
+    source = Path("ppbook/runtime/config.py").read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    assert not {m for m in imported if m.startswith("ppbook.runtime")}, imported
+    code = "import sys, ppbook.runtime.config; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ----- the failure message: the cause first, every line bounded -----------------------------
+
+
+class Ended:
+    """A stand-in for a rank's process after the run: only its exit code matters here."""
+
+    def __init__(self, exitcode: int):
+        self.exitcode = exitcode
+
+
+def write_report(folder: Path, rank: int, message: str, when: float) -> None:
+    report = {"rank": rank, "time": when, "type": "CommError", "message": message,
+              "traceback": "Traceback (most recent call last):\n" + "  line\n" * 500
+              + f"CommError: {message}\n"}  # fmt: skip
+    (folder / f"error-{rank}.json").write_text(json.dumps(report))
+
+
+def test_a_rank_killed_by_a_signal_heads_the_message(tmp_path):
+    write_report(tmp_path, 0, "Connection closed by peer [127.0.0.1]:1234", 1.0)
+    error = _failure([Ended(1), Ended(-9)], tmp_path, ended=[1, 0], stopped=set())
+    lines = str(error).splitlines()
+    assert lines[0] == "rank 1 was killed by signal 9 (SIGKILL)"
+    assert lines[1].startswith("rank 0 then failed: CommError: Connection closed by peer")
+    assert error.rank == 1
+
+
+def test_a_rank_the_launcher_stopped_is_not_the_cause(tmp_path):
+    write_report(tmp_path, 1, "boom", 1.0)
+    error = _failure([Ended(-15), Ended(1)], tmp_path, ended=[1, 0], stopped={0})
+    assert str(error).startswith("rank 1 failed: CommError: boom")
+    assert "rank 0 was stopped (signal 15)" in str(error)
+
+
+def test_a_huge_error_is_cut(tmp_path):
+    write_report(tmp_path, 0, "z" * 10_000_000, 1.0)
+    write_report(tmp_path, 1, "w" * 10_000_000, 2.0)
+    message = str(_failure([Ended(1), Ended(1)], tmp_path, ended=[0, 1], stopped=set()))
+    lines = message.splitlines()
+    assert all(len(line) <= launch_module.MAX_LINE for line in lines)
+    assert len(lines) < launch_module.MAX_TRACEBACK + 10
+    assert "lines of the traceback left out" in message
+
+
+# ----- a script must guard its launch --------------------------------------------------------
+
+
+def test_guard_detection_reads_the_script(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import x\nlaunch()\nif __name__ == '__main__':\n    launch()\n    y = 1\n")
+    assert preflight.runs_unguarded(script, 2)
+    assert not preflight.runs_unguarded(script, 4) and not preflight.runs_unguarded(script, 5)
+    script.write_text('if "__main__" == __name__:\n    launch()\n')
+    assert not preflight.runs_unguarded(script, 2)
+    assert not preflight.runs_unguarded(tmp_path / "absent.py", 1)
