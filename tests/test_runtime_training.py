@@ -2,15 +2,19 @@
 
 Two CPU processes (gloo), a small MLP in float64, three steps of SGD (and one run of
 Adam): after every step each rank steps the optimizer on its stages, DualPipe's two copies
-of a part first sum their gradients. The loss of every step, the last step's gradients
-and the parameters after the last step equal those of the same training in one process
-(ppbook.runtime.reference.reference_run).
+of a part first sum their gradients. Also a model with a first part without parameters,
+tied weights and a frozen Linear, under full and split backward. The loss of every step,
+the last step's gradients and the parameters after the last step equal those of the same
+training in one process (ppbook.runtime.reference.reference_run).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
+from torch import nn
 
 from ppbook.runtime.config import RunConfig
 from ppbook.runtime.launch import launch_many
@@ -39,7 +43,29 @@ def training(schedule: str, optimizer: str = "sgd", lr: float = 0.1) -> RunConfi
     )
 
 
+def unusual_blocks(num_parts: int) -> list[nn.Module]:
+    """A first part without parameters, then tied weights and a frozen Linear."""
+
+    def tied() -> nn.Sequential:
+        first, second = nn.Linear(5, 5), nn.Linear(5, 5)
+        second.weight = first.weight  # the second Linear shares the first's weight
+        return nn.Sequential(first, nn.Tanh(), second)
+
+    frozen = nn.Sequential(nn.Tanh(), nn.Linear(5, 5).requires_grad_(False), nn.Tanh())
+    if num_parts == 2:
+        return [nn.Tanh(), nn.Sequential(tied(), frozen, nn.Linear(5, 5))]
+    return [nn.Tanh(), tied(), frozen, nn.Sequential(tied(), nn.Linear(5, 5))]
+
+
+def unusual(schedule: str, num_parts: int) -> RunConfig:
+    config = training(schedule)
+    return replace(
+        config, model=unusual_blocks(num_parts), input_shape=(5,), label=f"{schedule} unusual"
+    )
+
+
 CONFIGS = [training(name) for name in SCHEDULES] + [training("dualpipe", "adam", lr=0.01)]
+CONFIGS += [unusual("1f1b", 2), unusual("zb-h1", 2), unusual("zb-v", 4), unusual("dualpipe", 2)]
 
 
 @pytest.fixture(scope="module")
