@@ -21,8 +21,9 @@ import pytest
 import ppbook.runtime.launch as launch_module
 from ppbook.cli import run as run_cli
 from ppbook.runtime import preflight
-from ppbook.runtime.config import RunConfig, check
+from ppbook.runtime.config import RunConfig, check, model_bytes
 from ppbook.runtime.launch import PipelineError, _failure
+from ppbook.runtime.models import build_blocks
 
 
 @pytest.fixture
@@ -49,6 +50,7 @@ SMALL = ["--nproc", "2", "--microbatches", "2", "--steps", "1", "--hidden", "8"]
         (["--model", "transformer", "--hidden", "33"], "multiple of num_heads .2.*use 32 or 34"),
         (["--model", "transformer", "--hidden", "8", "--heads", "3"], "use 6 or 9"),
         (["--fault", "x" * 100_000], "cannot read fault 'xxx"),
+        (["--microbatches", "1000000"], "beyond the limit of"),  # ppbook.limits
     ],
 )
 def test_bad_arguments_are_refused_before_any_process_starts(no_launch, capsys, args, message):
@@ -84,6 +86,22 @@ def test_too_many_ranks_for_the_memory_are_refused(no_launch, capsys, monkeypatc
     monkeypatch.setattr(preflight, "available_memory", lambda: 2**30)  # 1 GiB: two ranks
     assert run_cli.main(["--nproc", "4", "--microbatches", "4", "--steps", "1"]) == 2
     assert "at most 2 ranks fit" in capsys.readouterr().err
+
+
+def test_a_model_too_big_for_the_memory_is_refused(no_launch, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "available_memory", lambda: 8 * 2**30)
+    assert run_cli.main([*SMALL, "--hidden", "20000"]) == 2  # 2 blocks of 3.2e9 parameters
+    err = capsys.readouterr().err
+    assert "for the model), but 8.0 GiB is available: not one rank fits" in err
+
+
+@pytest.mark.parametrize("model", ["mlp", "transformer"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_model_bytes_counts_the_parameters_torch_makes(model, dtype):
+    config = RunConfig(model=model, hidden=12, num_blocks=3, dtype=dtype)
+    blocks = build_blocks(config, 2)
+    counted = sum(p.numel() * p.element_size() for b in blocks for p in b.parameters())
+    assert model_bytes(config, check(config)) == counted
 
 
 def test_more_ranks_than_cores_run_with_a_note(capsys, monkeypatch):

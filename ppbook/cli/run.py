@@ -163,13 +163,12 @@ def check_output(args: argparse.Namespace) -> None:
 
 def _launch(args: argparse.Namespace) -> int:
     """Start the ranks here; print the result or the failure."""
-    from ppbook.runtime.config import check
+    from ppbook.runtime.config import check, model_bytes
     from ppbook.runtime.launch import PipelineError, launch
     from ppbook.runtime.preflight import available_cores, check_machine
 
     config = make_config(args, args.nproc if args.nproc is not None else 2)
-    check(config)
-    check_machine(config.nproc)
+    check_machine(config.nproc, model_bytes(config, check(config)))
     cores = available_cores()
     if config.nproc > cores:
         print(

@@ -4,8 +4,12 @@ It executes the schedule objects of :mod:`ppbook.schedules`, action by action, o
 processes, and measures itself into the simulator's :class:`~ppbook.timeline.Timeline`.
 Importing this package imports nothing heavy; import the module you need:
 
-- :mod:`~ppbook.runtime.config`: :class:`RunConfig` (what to run) and :func:`check`;
-- :mod:`~ppbook.runtime.launch`: :func:`launch`, :func:`launch_many`, :class:`PipelineError`;
+- :mod:`~ppbook.runtime.config`: :class:`RunConfig` (what to run) and :func:`check`, the
+  bottom of the runtime: every other module may import it, it imports none of them;
+- :mod:`~ppbook.runtime.launch`: :func:`launch`, :func:`launch_many`, :class:`PipelineError`,
+  :class:`Interrupted` (SIGINT, SIGTERM or SIGHUP: every rank stopped, nothing left);
+- :mod:`~ppbook.runtime.preflight`: what the machine and the launching script must allow
+  (cores, memory, the ``if __name__ == "__main__":`` guard), checked before processes start;
 - :mod:`~ppbook.runtime.result`: :class:`RunResult` (timelines, loss, gradients);
 - :mod:`~ppbook.runtime.reference`: the same model in one process, and the comparison;
 - :mod:`~ppbook.runtime.measure`: measured costs, and measured against simulated;

@@ -200,6 +200,21 @@ def as_blocks(model) -> list:
     return list(model)
 
 
+def model_bytes(config: RunConfig, schedule: Schedule) -> int:
+    """Bytes of the parameters of ``config``'s example model (0 for a model of modules).
+
+    Per block of width h: the MLP 8h² + 5h parameters (h to 4h and back, with biases);
+    a transformer block 12h² + 13h (3h² + 3h for q, k, v, h² + h for the projection, the
+    MLP's 8h² + 5h, and two layer norms of 2h each).
+    """
+    if not isinstance(config.model, str):
+        return 0
+    h = config.hidden
+    per_block = 8 * h * h + 5 * h if config.model == "mlp" else 12 * h * h + 13 * h
+    blocks = config.num_blocks or num_parts(schedule)
+    return blocks * per_block * (8 if config.dtype == "float64" else 4)
+
+
 def input_shape(config: RunConfig) -> tuple[int, ...]:
     """The shape of one input sample."""
     if config.input_shape is not None:

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from ppbook.runtime.config import RunConfig, check, same_group
+from ppbook.runtime.config import RunConfig, check, model_bytes, same_group
 from ppbook.runtime.preflight import check_machine, check_main_guard
 from ppbook.runtime.result import RunResult
 
@@ -81,7 +81,7 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
     jobs = [(config, check(config)) for config in configs]
     same_group(configs)
     nproc = configs[0].nproc
-    check_machine(nproc)
+    check_machine(nproc, max(model_bytes(config, schedule) for config, schedule in jobs))
     spawn = multiprocessing.get_context("spawn")
     from ppbook.runtime import worker
 

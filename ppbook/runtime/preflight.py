@@ -7,9 +7,11 @@ rank; Python then fails with "can only join a started process" or a long note ab
 bootstrapping. Such a script is refused up front with the fix.
 
 :func:`check_machine`: every rank is a process with its own Python and torch (about
-:data:`RANK_MEMORY` bytes before any model), and ranks that outnumber the CPU cores wait
-for a core. A run that could not fit in the memory available, or that puts more than
-:data:`MAX_RANKS_PER_CORE` ranks on each core, is refused with the number that would do.
+:data:`RANK_MEMORY` bytes), and builds the whole model before it keeps its own parts
+(counted twice: the model and the copies and gradients of its parts, before activations).
+Ranks that outnumber the CPU cores wait for a core. A run that could not fit in the
+memory available, or that puts more than :data:`MAX_RANKS_PER_CORE` ranks on each core,
+is refused with the number that would do.
 
 Only the standard library is imported.
 """
@@ -54,7 +56,9 @@ def check_main_guard() -> None:
         frame.f_code.co_name == "<module>" and frame.f_globals is main.__dict__
     ):
         frame = frame.f_back
-    if frame is None or not runs_unguarded(Path(path), frame.f_lineno):
+    if frame is None or os.path.realpath(frame.f_code.co_filename) != os.path.realpath(path):
+        return  # the script has finished running, or a cell's code runs in its namespace
+    if not runs_unguarded(Path(path), frame.f_lineno):
         return
     raise ValueError(
         f"{path}, line {frame.f_lineno}, launches a run when the script is imported: {GUARD_HINT}"
@@ -106,8 +110,9 @@ def available_memory() -> int | None:
     return None
 
 
-def check_machine(nproc: int) -> None:
-    """Refuse ``nproc`` local ranks beyond what this machine's cores and memory allow."""
+def check_machine(nproc: int, model_bytes: int = 0) -> None:
+    """Refuse ``nproc`` local ranks, each building a model of ``model_bytes`` bytes of
+    parameters, beyond what this machine's cores and memory allow."""
     cores = available_cores()
     if nproc > MAX_RANKS_PER_CORE * cores:
         raise ValueError(
@@ -116,10 +121,16 @@ def check_machine(nproc: int) -> None:
             f"and at most {cores} measure without waiting for a core"
         )
     memory = available_memory()
-    if memory is not None and nproc * RANK_MEMORY > memory:
-        fit = memory // RANK_MEMORY
+    per_rank = RANK_MEMORY + 2 * model_bytes
+    if memory is not None and nproc * per_rank > memory:
+        fit = memory // per_rank
+        advice = (
+            f"at most {fit} rank{'s' if fit != 1 else ''} fit; use fewer ranks or a smaller model"
+            if fit
+            else "not one rank fits; use a smaller model"
+        )
         raise ValueError(
-            f"{nproc} ranks need about {nproc * RANK_MEMORY / 2**30:.1f} GiB "
-            f"({RANK_MEMORY // 2**20} MiB each), but {memory / 2**30:.1f} GiB is available: "
-            f"at most {fit} rank{'s' if fit != 1 else ''} fit"
+            f"{nproc} ranks need about {nproc * per_rank / 2**30:.1f} GiB "
+            f"({per_rank / 2**20:.0f} MiB each, {2 * model_bytes / 2**20:.0f} MiB of it for the "
+            f"model), but {memory / 2**30:.1f} GiB is available: {advice}"
         )
