@@ -135,7 +135,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
         schedule,
         [start[first[r] : first[r] + lengths[r]] for r in range(num_ranks)],
         [end[first[r] : first[r] + lengths[r]] for r in range(num_ranks)],
-        activation_bytes=costs.activation_bytes_per_stage(schedule.num_stages),
+        activation_bytes=costs.activation_bytes_per_stage(
+            schedule.num_stages, share=schedule.chunk_share
+        ),
         source="simulated",
     )
 

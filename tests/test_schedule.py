@@ -212,3 +212,30 @@ def test_interleaved_is_pytorchs_order():
                 )
                 rows = [[str(a) for a in calculate(fake, r) if a is not None] for r in range(p)]
                 assert interleaved_1f1b(p, m, v).to_strings() == rows, (p, v, m)
+
+
+@pytest.mark.parametrize("text", ["(0F0;0B0)OVERLAP_F_B", "(3F2;3I2)OVERLAP_F_B"])
+def test_a_forward_paired_with_its_own_backward_is_refused(text):
+    with pytest.raises(ValueError, match="cannot hold a forward and its own backward"):
+        parse_action(text)
+    with pytest.raises(ValueError, match=r"row 0 \(rank 0\), column 0: .*its own backward"):
+        Schedule.from_strings([[text]])
+
+
+@pytest.mark.parametrize(
+    "name, chunks, share",
+    [
+        ("gpipe", None, 1),
+        ("1f1b", None, 1),
+        ("zb-h1", None, 1),
+        ("zb-h2", None, 1),
+        ("interleaved-1f1b", 2, 1 / 2),
+        ("interleaved-1f1b", 3, 1 / 3),
+        ("looped-bfs", 4, 1 / 4),
+        ("zb-v", None, 1 / 2),
+        ("dualpipe", None, 1),
+        ("dualpipev", None, 1 / 2),
+    ],
+)
+def test_chunk_share_is_a_chunks_part_of_a_device_share(name, chunks, share):
+    assert build(name, 4, 8, chunks).chunk_share == pytest.approx(share)

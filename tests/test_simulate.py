@@ -252,3 +252,33 @@ def test_zero_costs_keep_the_peak_in_execution_order():
 def test_costs_that_are_not_numbers_are_clear_errors(value):
     with pytest.raises(ValueError, match=r"Costs needs F(\[1\])? to be a"):
         Costs(F=value)
+
+
+@pytest.mark.parametrize("schedule", [None, "1f1b", [[Action(0, "F", 0)]]])
+def test_simulating_what_is_not_a_schedule_is_a_clear_error(schedule):
+    with pytest.raises(ValueError, match="expected a ppbook.schedule.Schedule, got"):
+        simulate(schedule)
+
+
+def test_costs_that_are_not_costs_are_a_clear_error():
+    with pytest.raises(ValueError, match="costs must be a ppbook.costs.Costs, got dict"):
+        simulate(gpipe(2, 2), {"F": 1})
+
+
+def test_the_simulator_takes_its_rules_from_ppbook_dependencies(monkeypatch):
+    """Change the one rule and the simulator follows: with no dependencies at all, GPipe
+    (p = 2, m = 1) takes only its busiest rank's F + B, not the (m+p-1)(F+B) of the rule."""
+    import ppbook.validate
+
+    assert simulate(gpipe(2, 1)).makespan == 6
+    monkeypatch.setattr(ppbook.validate, "needs", lambda *args: ())
+    assert simulate(gpipe(2, 1)).makespan == 3
+
+
+def test_interleaved_chunk_passes_take_a_share_of_the_cost():
+    # p = 2, m = 2, v = 2 with a device's F = 1, B = 2: each chunk pass takes 0.5 and 1,
+    # and the makespan is Megatron-LM's m(F+B) + (p-1)(F+B)/v = 6 + 1.5.
+    timeline = simulate(interleaved_1f1b(2, 2, 2), Costs(F=1, B=2))
+    assert timeline.makespan == 7.5
+    durations = {e - s for s, e in zip(timeline.starts[0], timeline.ends[0], strict=True)}
+    assert durations == {0.5, 1.0}
