@@ -20,10 +20,14 @@ import pytest
 
 import ppbook.runtime.launch as launch_module
 from ppbook.cli import run as run_cli
+from ppbook.costs import Costs
 from ppbook.runtime import preflight
 from ppbook.runtime.config import RunConfig, check, model_bytes
 from ppbook.runtime.launch import PipelineError, _failure
 from ppbook.runtime.models import build_blocks
+from ppbook.schedules import one_f_one_b
+from ppbook.simulate import simulate
+from ppbook.views.text import needed_width
 
 
 @pytest.fixture
@@ -205,3 +209,14 @@ def test_guard_detection_reads_the_script(tmp_path):
     script.write_text('if "__main__" == __name__:\n    launch()\n')
     assert not preflight.runs_unguarded(script, 2)
     assert not preflight.runs_unguarded(tmp_path / "absent.py", 1)
+
+
+# ----- a width too narrow for the measured actions does not lose the run ---------------------
+
+
+def test_a_width_too_narrow_for_the_run_draws_what_it_needs(capsys):
+    timeline = simulate(one_f_one_b(2, 4), Costs(F=1.0, B=2.0))
+    needed = needed_width(timeline)
+    drawn = run_cli._drawn(timeline, 3)
+    assert f"--width 3 drops short actions; {needed} columns drawn" in capsys.readouterr().err
+    assert len(drawn.splitlines()[0]) == len("rank 0 |") + needed + 1
