@@ -16,8 +16,8 @@ the start of its ``F`` until the end of its backward ``B``, or of its ``W`` when
 is split into ``I`` and ``W``. Amounts are in micro-batch activations of a full stage (one
 device's share of the model): a stage chunk of a schedule with v chunks per rank counts
 :attr:`~ppbook.schedule.Schedule.chunk_share` = 1/v, so amounts compare across schedules
-(interleaved 1F1B and 1F1B both hold about p at the first rank). Bytes use the per-stage
-``activation_bytes`` when given.
+(with m >= p, the first rank holds p of them under 1F1B and p + (p-1)/v under interleaved
+1F1B). Bytes use the per-stage ``activation_bytes`` when given.
 
 Times are in :attr:`Timeline.time_unit`: ``"time unit"`` for simulated and closed-form
 timelines (costs are unitless), ``"s"`` for measured ones.
@@ -171,7 +171,7 @@ class Timeline:
 
     def peak_activation_bytes(self, rank: int) -> float:
         """Most activation bytes ``rank`` holds at once (needs ``activation_bytes``)."""
-        return self._peak(rank, in_bytes=True)
+        return finite_result(self._peak(rank, in_bytes=True), "the peak activation bytes")
 
     def _peak(self, rank: int, in_bytes: bool) -> float:
         if not in_bytes and self._in_order(rank):

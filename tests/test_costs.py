@@ -86,3 +86,9 @@ def test_a_makespan_too_large_for_a_float_is_refused():
 def test_parse_reads_what_the_constructor_takes():
     assert Costs.parse("F=1, B=2,W=0.5", comm=0.1) == Costs(F=1, B=2, W=0.5, comm=0.1)
     assert simulate(one_f_one_b(2, 2), Costs.parse("F=1")).makespan == 9  # (m+p-1)(F+2F)
+
+
+def test_peak_bytes_too_large_for_a_float_are_refused():
+    timeline = simulate(gpipe(1, 2), Costs(activation_bytes=1e308))  # holds 2e308 bytes
+    with pytest.raises(ValueError, match="peak activation bytes is not a finite number"):
+        timeline.metrics()
