@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from decimal import Decimal
@@ -220,3 +222,32 @@ def test_a_width_too_narrow_for_the_run_draws_what_it_needs(capsys):
     drawn = run_cli._drawn(timeline, 3)
     assert f"--width 3 drops short actions; {needed} columns drawn" in capsys.readouterr().err
     assert len(drawn.splitlines()[0]) == len("rank 0 |") + needed + 1
+
+
+# ----- signals: at once while the ranks run, after the clean-up otherwise --------------------
+
+
+def test_a_signal_during_the_clean_up_waits_for_it_to_finish():
+    signals, before = launch_module._Signals(), signal.getsignal(signal.SIGTERM)
+    steps = []
+    with pytest.raises(launch_module.Interrupted) as caught:
+        with signals.caught():
+            os.kill(os.getpid(), signal.SIGTERM)  # while cleaning up: kept
+            steps.append("cleaned up")
+    assert steps == ["cleaned up"] and caught.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # the handlers are restored
+
+
+def test_a_signal_while_the_ranks_run_stops_at_once():
+    signals = launch_module._Signals()
+    steps = []
+    with pytest.raises(launch_module.Interrupted) as caught:
+        with signals.caught():
+            try:
+                with signals.armed():
+                    os.kill(os.getpid(), signal.SIGHUP)
+                    steps.append("went on running")
+            finally:
+                os.kill(os.getpid(), signal.SIGINT)  # a second signal: the clean-up goes on
+                steps.append("cleaned up")
+    assert steps == ["cleaned up"] and caught.value.signum == signal.SIGHUP

@@ -85,7 +85,8 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
     spawn = multiprocessing.get_context("spawn")
     from ppbook.runtime import worker
 
-    with _stopping_on_signals(), tempfile.TemporaryDirectory(prefix="ppbook-run-") as folder:
+    signals = _Signals()
+    with signals.caught(), tempfile.TemporaryDirectory(prefix="ppbook-run-") as folder:
         processes = [
             spawn.Process(
                 target=worker.main,
@@ -97,9 +98,10 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
         ]
         ended: list[int] = []  # ranks in the order they were seen to end
         try:
-            for process in processes:
-                process.start()
-            _wait(processes, ended)
+            with signals.armed():  # a signal here stops the run at once
+                for process in processes:
+                    process.start()
+                _wait(processes, ended)
         finally:
             stopped = _stop(processes)  # ranks the launcher ended
         if any(p.exitcode != 0 for p in processes):
@@ -107,26 +109,53 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
         return pickle.loads((Path(folder) / "results.pkl").read_bytes())
 
 
-@contextmanager
-def _stopping_on_signals() -> Iterator[None]:
-    """Turn the first of :data:`STOP_SIGNALS` into :class:`Interrupted`; ignore the rest
-    until the block has cleaned up. Off the main thread (no signals arrive there) a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
+class _Signals:
+    """:data:`STOP_SIGNALS` during a launch: stop at once while the ranks run, never
+    in the middle of the clean-up.
 
-    def handler(signum: int, frame) -> None:
-        received.append(signum)
-        if len(received) == 1:  # later signals must not cut the clean-up short
+    Inside :meth:`caught`, the first signal raises :class:`Interrupted` if it comes while
+    :meth:`armed` (starting and waiting for the ranks); otherwise it is kept, and raised
+    when :meth:`caught` ends, after the clean-up. Off the main thread, where no signal
+    arrives, both are no-ops.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.raised = False
+        self.is_armed = False
+
+    def _handler(self, signum: int, frame) -> None:
+        self.received.append(signum)
+        if self.is_armed and not self.raised:
+            self.is_armed, self.raised = False, True
             raise Interrupted(signum)
 
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+    @contextmanager
+    def caught(self) -> Iterator[None]:
+        """Handle the signals in this block; raise a kept one when it ends."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {signum: signal.signal(signum, self._handler) for signum in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+            if self.received and not self.raised:
+                raise Interrupted(self.received[0])
+
+    @contextmanager
+    def armed(self) -> Iterator[None]:
+        """A signal in this block, or one kept before it, raises :class:`Interrupted` at once."""
+        if self.received and not self.raised:
+            self.raised = True
+            raise Interrupted(self.received[0])
+        self.is_armed = True
+        try:
+            yield
+        finally:
+            self.is_armed = False
 
 
 def _wait(processes: list, ended: list[int]) -> None:
