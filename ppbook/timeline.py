@@ -109,9 +109,16 @@ class Timeline:
         last = max((max(row) for row in self.ends if row), default=self.origin)
         return finite_result(last - self.origin, f"the makespan (in {self.time_unit})")
 
+    @cached_property
+    def _busy(self) -> tuple[float, ...]:
+        return tuple(
+            sum(map(operator.sub, ends, starts))
+            for starts, ends in zip(self.starts, self.ends, strict=True)
+        )
+
     def busy(self, rank: int) -> float:
         """Time ``rank`` spent computing."""
-        return sum(map(operator.sub, self.ends[rank], self.starts[rank]))
+        return self._busy[rank]
 
     def idle(self, rank: int) -> float:
         """Time ``rank`` spent idle within the makespan."""
@@ -131,7 +138,7 @@ class Timeline:
 
     @cached_property
     def total_busy(self) -> float:
-        return sum(self.busy(r) for r in range(self.num_ranks))
+        return sum(self._busy)
 
     @cached_property
     def total_idle(self) -> float:
@@ -224,7 +231,7 @@ class Timeline:
         when a result is not a finite number (costs too large for floating point).
         """
         ranks = range(self.num_ranks)
-        busy = [self.busy(r) for r in ranks]
+        busy = list(self._busy)
         makespan = self.makespan
         out = {
             "schedule": self.schedule.name,
