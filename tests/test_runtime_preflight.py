@@ -57,6 +57,7 @@ SMALL = ["--nproc", "2", "--microbatches", "2", "--steps", "1", "--hidden", "8"]
         (["--model", "transformer", "--hidden", "8", "--heads", "3"], "use 6 or 9"),
         (["--fault", "x" * 100_000], "cannot read fault 'xxx"),
         (["--microbatches", "1000000"], "beyond the limit of"),  # ppbook.limits
+        (["--lr", "-1"], "the run needs lr to be a finite number >= 0, got -1.0"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_process_starts(no_launch, capsys, args, message):

@@ -61,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--microbatches", type=int, default=8, help="m, micro-batches per step")
     what.add_argument("--chunks", type=int, help="v, stage chunks per rank (interleaved)")
     what.add_argument("--steps", type=int, default=3, help="steps to run (the first warms up)")
+    what.add_argument(
+        "--optimizer", default="sgd", choices=("sgd", "adam"), help="stepped after every step"
+    )
+    what.add_argument("--lr", type=float, default=0.01, help="learning rate (0: no update)")
     model = parser.add_argument_group("the model")
     model.add_argument("--model", default="mlp", choices=("mlp", "transformer"))
     model.add_argument("--hidden", type=int, default=256, help="width of the model")
@@ -109,6 +113,8 @@ def make_config(args: argparse.Namespace, nproc: int):
         num_blocks=args.blocks,
         microbatch_size=args.microbatch_size,
         steps=args.steps,
+        optimizer=args.optimizer,
+        lr=args.lr,
         dtype=args.dtype,
         device=args.device,
         timeout=args.timeout,
