@@ -233,6 +233,12 @@ def test_missing_output_folder_is_refused_before_anything_is_built(tmp_path, cap
     assert f"folder {tmp_path / 'missing'} does not exist" in err
 
 
+def test_output_path_that_is_a_folder_is_refused_up_front(tmp_path, capsys):
+    argv = ["--schedule", "nope", "--stages", "2", "--microbatches", "2", "--csv", str(tmp_path)]
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and "it is a folder" in err and err.count("\n") == 1
+
+
 def test_duplicate_cost_keys_are_refused(capsys):
     status, out, err = run(capsys, *GPIPE, "--costs", "F=1,F=5")
     assert status == 2 and out == "" and "cost F is given twice" in err

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ppbook import limits
 from ppbook.costs import Costs
+from ppbook.limits import capped
 from ppbook.pytorch_csv import read_csv, write_csv
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
@@ -25,6 +26,8 @@ from ppbook.simulate import simulate
 from ppbook.views.text import DEFAULT_WIDTH, metrics_text, needed_width, text_timeline
 
 CHUNKS = {"none": "1", "any": "v >= 1", "two": "2"}
+PATH_SHOWN = 200
+"""Characters of a path quoted in an error message."""
 PICTURES = (".png", ".svg")
 """What ``--png`` writes, by the path's suffix."""
 MAX_AUTO_WIDTH = 400
@@ -159,19 +162,23 @@ def load_schedule(args: argparse.Namespace) -> Schedule:
 
 
 def check_outputs(args: argparse.Namespace) -> None:
-    """Refuse a bad width, a picture path of unknown kind, or a missing output folder."""
+    """Refuse a bad width, a picture path of unknown kind, a folder or a missing folder."""
     if args.width is not None and args.width < 1:
         raise ValueError(f"--width must be >= 1 column, got {args.width}")
     if args.png is not None and Path(args.png).suffix.lower() not in PICTURES:
         raise ValueError(
-            f"--png {_cut(args.png)}: the path must end in .png or .svg "
+            f"--png {_path(args.png)}: the path must end in .png or .svg "
             "(the file is written exactly where the path says)"
         )
     for flag in ("csv", "trace", "png"):
         path = getattr(args, flag)
-        if path is not None and not Path(path).resolve().parent.is_dir():
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            raise ValueError(f"cannot write {_path(path)} (--{flag}): it is a folder; give a file")
+        if not Path(path).resolve().parent.is_dir():
             raise ValueError(
-                f"cannot write {_cut(path)} (--{flag}): folder {_cut(str(Path(path).parent))} "
+                f"cannot write {_path(path)} (--{flag}): folder {_path(str(Path(path).parent))} "
                 "does not exist; create it first"
             )
 
@@ -206,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             write(path)
         except OSError as exc:
-            raise ValueError(f"cannot write {_cut(path)}: {exc.strerror or exc}") from None
+            raise ValueError(f"cannot write {_path(path)}: {exc.strerror or exc}") from None
         print(f"wrote {path}", file=note)
     return 0
 
@@ -234,11 +241,6 @@ def _write_picture(timeline, path) -> None:
 
     kind = Path(path).suffix.lower().lstrip(".")  # the format, so the path is kept as given
     timeline_figure(timeline, memory=True).savefig(path, format=kind, dpi=120)
-
-
-def _cut(text: str, limit: int = 200) -> str:
-    """``text`` cut to ``limit`` characters, for a path quoted in a message."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_sizes(args: argparse.Namespace, schedule: Schedule | None = None) -> None:
@@ -276,3 +278,8 @@ def check_sizes(args: argparse.Namespace, schedule: Schedule | None = None) -> N
                 f"{value:,} {what} is beyond the limit {flag} {limit:,}; "
                 f"give {flag} {value} to go ahead, if time and memory allow"
             )
+
+
+def _path(text: str) -> str:
+    """A path for a message, cut to :data:`PATH_SHOWN` characters."""
+    return capped(text, PATH_SHOWN)
