@@ -46,14 +46,17 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
     steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
     n = len(steps)
     m, num_stages = schedule.num_microbatches, schedule.num_stages
-    rules, route_id = index.rules, index.route_id
+    route_id = index.route_id
     one_route = max(route_id) == 0
-    costs_of = [per_stage[kind] for kind in KINDS]
-    kind_index = {kind: k for k, kind in enumerate(KINDS)}
     forward_cost = per_stage["F"]
+    # table[kind][route * num_stages + stage]: (duration, key offsets of what it waits for)
+    table = {
+        kind: [(per_stage[kind][i % num_stages], rule) for i, rule in enumerate(index.rules[k::4])]
+        for k, kind in enumerate(KINDS)
+    }
 
     def general_deps(sid: int) -> tuple[float, list[int]]:
-        """Duration and dependency steps of any step (overlapped pairs, routes)."""
+        """Duration and dependency keys of any step (overlapped pairs too)."""
         step = steps[sid]
         parts = step.parts
         if len(parts) == 1:
@@ -65,13 +68,12 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
                 if fb is not None
                 else (forward_cost[fwd.stage] + per_stage[bwd.kind][bwd.stage])
             )
-        deps = []
+        keys = []
         for part in parts:
             for key in index.dependencies(*part):
-                did = where[key]
-                if did != sid and did not in deps:
-                    deps.append(did)
-        return duration, deps
+                if where[key] != sid and key not in keys:
+                    keys.append(key)
+        return duration, keys
 
     # Each rank runs as far as it can; a rank blocked on a step sleeps until that step ends.
     end = [-1.0] * n  # -1: not run yet
@@ -90,25 +92,21 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
         while pos < stop:
             sid = offset + pos
             step = steps[sid]
-            if type(step) is Action:  # one part: its rule from the index
+            if type(step) is Action:  # one part: key offsets from its rule in the index
                 stage, kind, mb = step
-                k = kind_index[kind]
+                duration, deps = table[kind][
+                    stage if one_route else route_id[mb] * num_stages + stage
+                ]
                 base = (stage * m + mb) * 4
-                duration = costs_of[k][stage]
-                rule = rules[
-                    (stage * 4 + k) if one_route else (route_id[mb] * num_stages + stage) * 4 + k
-                ]
-                deps = [
-                    where[base + off]
-                    if not backward or where[base + off] >= 0
-                    else where[base + off + 1]
-                    for off, backward in rule
-                ]
-            else:
+            else:  # an overlapped pair: the keys themselves
+                base = 0
                 duration, deps = general_deps(sid)
             t = t_free
             blocked = -1
-            for did in deps:
+            for off in deps:
+                did = where[base + off]
+                if did < 0:  # a backward that is split: I's key follows B's
+                    did = where[base + off + 1]
                 e = end[did]
                 if e < 0:
                     blocked = did
@@ -153,7 +151,7 @@ def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:
         sid = first[rank] + position[rank]
         waits = []
         own = 1
-        for did in general_deps(sid)[1]:
+        for did in (index.where[key] for key in general_deps(sid)[1]):
             drank = step_rank[did]
             dpos = did - first[drank]
             if dpos < position[drank]:

@@ -28,10 +28,11 @@ class ScheduleIndex:
     ``steps`` lists every rank's steps back to back (``first[rank]`` is where a rank
     starts); ``where[key]`` is the step that runs part ``key = (stage * m + microbatch) * 4 +
     kind`` (-1 if none). ``rules[(route_id[j] * num_stages + stage) * 4 + kind]`` is what
-    that part waits for, as ``(key offset, is_backward)`` pairs (a backward's key is B's,
-    or the next, I's, when B is absent), computed from :func:`ppbook.dependencies.needs`
-    once for each distinct route: the rules depend on a micro-batch only through its
-    route. :meth:`problems` lists what :func:`validate` reports.
+    that part waits for, as offsets from the part's own key (a backward's offset is B's;
+    when the schedule has no B there, I's key is the next one), computed from
+    :func:`ppbook.dependencies.needs` once for each distinct route: the rules depend on a
+    micro-batch only through its route. :meth:`problems` lists what :func:`validate`
+    reports.
     """
 
     def __init__(self, schedule: Schedule):
@@ -52,24 +53,36 @@ class ScheduleIndex:
             steps.extend(row)
             step_rank.extend([rank] * len(row))
             for sid, step in enumerate(row, offset):
-                for stage, kind, mb in (step,) if type(step) is Action else step.parts:
+                if type(step) is Action:  # the common case, checked inline
+                    stage, kind, mb = step
                     k = kind_index.get(kind)
-                    if k is None or not (0 <= stage < num_stages and 0 <= mb < m):
-                        self.errors.append(self._misplaced(rank, sid, stage, kind, mb))
-                        continue
-                    key = (stage * m + mb) * 4 + k
-                    if where[key] >= 0:
-                        self.errors.append(
-                            f"rank {rank}, position {sid - offset}: "
-                            f"{stage}{kind}{mb} appears more than once"
-                        )
-                    elif stage_to_rank[stage] != rank:
-                        self.errors.append(
-                            f"rank {rank}, position {sid - offset} ({step}): "
-                            f"stage {stage} lives on rank {stage_to_rank[stage]}"
-                        )
-                    where[key] = sid
+                    if k is not None and 0 <= stage < num_stages and 0 <= mb < m:
+                        key = (stage * m + mb) * 4 + k
+                        if where[key] < 0 and stage_to_rank[stage] == rank:
+                            where[key] = sid
+                            continue
+                for part in step.parts:
+                    self._add(rank, sid, part)
         self.route_id, self.rules = self._rules()
+
+    def _add(self, rank: int, sid: int, part: Action) -> None:
+        """Index ``part`` of step ``sid`` on ``rank``, or record what is wrong with it."""
+        stage, kind, mb = part
+        m, where = self.num_microbatches, self.where
+        k = _KIND_INDEX.get(kind)
+        if k is None or not (0 <= stage < self.schedule.num_stages and 0 <= mb < m):
+            self.errors.append(self._misplaced(rank, sid, stage, kind, mb))
+            return
+        key = (stage * m + mb) * 4 + k
+        position = sid - self.first[rank]
+        if where[key] >= 0:
+            self.errors.append(f"rank {rank}, position {position}: {part} appears more than once")
+        elif self.schedule.stage_to_rank[stage] != rank:
+            self.errors.append(
+                f"rank {rank}, position {position} ({self.steps[sid]}): "
+                f"stage {stage} lives on rank {self.schedule.stage_to_rank[stage]}"
+            )
+        where[key] = sid
 
     def _rules(self) -> tuple[list[int], list]:
         """Each micro-batch's route number, and the dependency rules of each route."""
@@ -88,11 +101,8 @@ class ScheduleIndex:
             for stage in route or range(num_stages):
                 for k, kind in enumerate(KINDS):
                     rules[(r * num_stages + stage) * 4 + k] = tuple(
-                        (
-                            ((need.stage - stage) * m + need.microbatch - j) * 4
-                            + _NEED_INDEX[need.kind],
-                            need.kind == BACKWARD,
-                        )
+                        ((need.stage - stage) * m + need.microbatch - j) * 4
+                        + _NEED_INDEX[need.kind]
                         for need in needs(schedule, stage, kind, j)
                     )
         return route_id, rules
@@ -117,9 +127,8 @@ class ScheduleIndex:
         k = _KIND_INDEX[kind]
         base = (stage * self.num_microbatches + microbatch) * 4
         rule = self.rules[(self.route_id[microbatch] * num_stages + stage) * 4 + k] or ()
-        return [
-            base + off + 1 if backward and where[base + off] < 0 else base + off
-            for off, backward in rule
+        return [  # a backward's key is B's (off % 4 == 1), or I's, the next, when split
+            base + off + 1 if off % 4 == 1 and where[base + off] < 0 else base + off for off in rule
         ]
 
     def problems(self) -> list[str]:

@@ -15,7 +15,7 @@ Rank r holds the v chunks r, r+p, ..., r+(v-1)p of a model cut into p*v stages.
 
 from __future__ import annotations
 
-from ppbook.schedule import Action, Schedule
+from ppbook.schedule import Action, Schedule, actions_of
 from ppbook.schedules.rules import check_counts, check_int
 
 
@@ -49,10 +49,8 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
     chunk = [(k % group) // p for k in range(total)]
     actions = []
     for rank in range(p):
-        forwards = [Action(rank + c * p, "F", j) for c, j in zip(chunk, microbatch, strict=True)]
-        backwards = [
-            Action(rank + (v - 1 - c) * p, "B", j) for c, j in zip(chunk, microbatch, strict=True)
-        ]
+        forwards = actions_of("F", [rank + c * p for c in chunk], microbatch)
+        backwards = actions_of("B", [rank + (v - 1 - c) * p for c in chunk], microbatch)
         # warm-up (Megatron-LM's count, as PyTorch's); one chunk is plain 1F1B's p - 1 - rank
         warmup = (p - rank - 1) * 2 + (v - 1) * p if v > 1 else p - rank - 1
         warmup = min(warmup, total)
