@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -247,6 +248,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(f"schedules known: {', '.join(SCHEDULES)}")
+    load = os.getloadavg()[0]
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load:.1f}"
+        + ("; busy: wall times run long, CPU times are the steadier" if load > 1 else "")
+    )
     user_command(args.repeat)
     breakdown(max(1, args.repeat // 2))
     if args.command_only:
