@@ -100,7 +100,8 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
         try:
             with signals.armed():  # a signal here stops the run at once
                 for process in processes:
-                    process.start()
+                    with _sigint_ignored():  # inherited: Ctrl-C is the launcher's to handle
+                        process.start()
                 _wait(processes, ended)
         finally:
             stopped = _stop(processes)  # ranks the launcher ended
@@ -156,6 +157,24 @@ class _Signals:
             yield
         finally:
             self.is_armed = False
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while a process starts: it keeps ignoring it (``exec`` keeps ``SIG_IGN``).
+
+    A terminal's Ctrl-C reaches every process of the job. The ranks leave it to the
+    launcher, which stops them, so that none prints a ``KeyboardInterrupt`` traceback (also
+    while it is still importing torch). A Ctrl-C in the milliseconds a start takes is lost.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _wait(processes: list, ended: list[int]) -> None:
