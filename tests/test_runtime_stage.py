@@ -15,7 +15,14 @@ from torch.nn import functional
 
 from ppbook.runtime.stage import Stage
 
-torch.set_default_dtype(torch.float64)
+
+@pytest.fixture(autouse=True)
+def float64():
+    """Every tensor and module of these tests in float64; the default restored after."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
 
 
 def tied() -> nn.Sequential:
