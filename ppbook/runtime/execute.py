@@ -34,7 +34,8 @@ from ppbook.schedule import Action, Schedule
 
 
 class StepRunner:
-    """Runs the actions of ``rank`` for one training step (forward and backward, no optimizer).
+    """Runs the actions of ``rank`` in one training step: forward and backward (the worker
+    then combines DualPipe's copies and steps the optimizer, :mod:`ppbook.runtime.training`).
 
     ``stages`` maps each stage this rank holds to its :class:`Stage`; ``inputs`` and
     ``targets`` hold one tensor per micro-batch (used by the first and last model part).
