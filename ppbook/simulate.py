@@ -83,7 +83,6 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
     position = [0] * num_ranks
     free_at = [0.0] * num_ranks
     sleepers: dict[int, list[int]] = {}
-    blocked_on = [-1] * num_ranks
     ready = list(range(num_ranks))
     finished = 0
     while ready:
@@ -102,28 +101,26 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
                 base = 0
                 duration, deps = general_deps(sid)
             t = t_free
-            blocked = -1
             for off in deps:
                 did = where[base + off]
                 if did < 0:  # a backward that is split: I's key follows B's
                     did = where[base + off + 1]
                 e = end[did]
                 if e < 0:
-                    blocked = did
-                    break
+                    break  # not done yet
                 if step_rank[did] != rank:
                     e += transfer
                 if e > t:
                     t = e
-            if blocked >= 0:
-                sleepers.setdefault(blocked, []).append(rank)
-                blocked_on[rank] = blocked
-                break
-            start[sid] = t
-            end[sid] = t_free = t + duration
-            pos += 1
-            if sid in sleepers:
-                ready.extend(sleepers.pop(sid))
+            else:  # every dependency is done: run the step
+                start[sid] = t
+                end[sid] = t_free = t + duration
+                pos += 1
+                if sid in sleepers:
+                    ready.extend(sleepers.pop(sid))
+                continue
+            sleepers.setdefault(did, []).append(rank)  # sleep until step did ends
+            break
         finished += pos - position[rank]
         position[rank], free_at[rank] = pos, t_free
 
