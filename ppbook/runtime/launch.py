@@ -12,11 +12,14 @@ and exits; its peers fail too when their next receive from it breaks or times ou
 launcher gives them a moment, then ends whichever is left (SIGTERM, then SIGKILL), and
 raises :class:`PipelineError`. Its headline is the cause: a rank that died without a
 report (killed by a signal, or exited) if there is one, since its peers' errors follow
-from it, else the rank that reported first, with its traceback.
+from it, else the rank that reported first, with its traceback. Every line of it is cut
+to :data:`MAX_LINE` characters, the traceback to its last :data:`MAX_TRACEBACK` lines.
 
 No process and no folder outlives the call, also when it is interrupted: SIGINT, SIGTERM
 and SIGHUP to the launching process stop every rank, remove the folder, and raise
-:class:`Interrupted` (a ``KeyboardInterrupt``) saying which signal came.
+:class:`Interrupted` (a ``KeyboardInterrupt``) saying which signal came. The ranks ignore
+SIGINT (a terminal's Ctrl-C reaches them too): stopping them is the launcher's work. Only
+a launcher killed outright (SIGKILL) leaves its folder; its ranks then exit by themselves.
 """
 
 from __future__ import annotations
