@@ -23,6 +23,7 @@ from itertools import repeat
 from typing import ClassVar, NamedTuple
 
 from ppbook import limits
+from ppbook.checks import shown
 
 KINDS = ("F", "B", "I", "W")
 """Compute kinds, spelled as PyTorch spells them."""
@@ -350,7 +351,9 @@ def _check_routes(routes, num_microbatches: int, num_stages: int) -> None:
     part_of: dict[int, int] = {}
     for j, route in enumerate(routes):
         if not route or len(set(route)) != len(route):
-            raise ValueError(f"route of micro-batch {j} must list distinct stages, got {route}")
+            raise ValueError(
+                f"route of micro-batch {j} must list distinct stages, got {shown(route)}"
+            )
         for k, stage in enumerate(route):
             if not 0 <= stage < num_stages:
                 raise ValueError(

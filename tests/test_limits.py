@@ -161,3 +161,12 @@ def test_the_data_model_imports_nothing_above_it():
         imported = _imports(PACKAGE / f"{name}.py")
         assert not [i for i in imported if i.startswith(above)], name
     assert "ppbook.simulate" in _imports(PACKAGE / "pytorch_csv.py")
+
+
+def test_messages_about_long_routes_and_missing_stages_are_short():
+    with pytest.raises(ValueError, match="must list distinct stages, got") as info:
+        Schedule([[Action(0, "F", 0)]], (0,), 1, routes=[(0,) * 10_000])
+    assert len(str(info.value)) < 200
+    with pytest.raises(ValueError, match=r"4000 stage\(s\) have no actions \(0, 1, ") as info:
+        Schedule.from_strings([["4000F0", "4000B0"]])
+    assert len(str(info.value)) < 200
