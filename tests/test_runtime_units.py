@@ -20,18 +20,12 @@ from ppbook.runtime.config import Fault, RunConfig, check
 from ppbook.runtime.context import _decode_address, is_loopback
 from ppbook.runtime.examples import (
     overlapped_pair,
-    reordered_backward,
     split_one_f_one_b,
     two_routes,
 )
-from ppbook.runtime.exercises import (
-    check_bubble_fraction,
-    check_ideal_speedup,
-    check_mispairing_schedule,
-)
 from ppbook.runtime.measure import measured_costs, transfer_gaps
 from ppbook.runtime.models import mlp, part_bounds, split_blocks, transformer
-from ppbook.runtime.plan import ACTIVATION, GRADIENT, describe, message_order
+from ppbook.runtime.plan import ACTIVATION, GRADIENT, describe
 from ppbook.runtime.stage import Stage
 from ppbook.schedule import Schedule
 from ppbook.schedules import gpipe, one_f_one_b
@@ -198,26 +192,3 @@ def test_measured_costs_of_an_overlapped_pair():
     schedule = overlapped_pair()
     timeline = simulate(schedule, Costs(F=1.0, B=2.0, FB=2.5, comm=0.1))
     assert measured_costs([timeline]).FB[1] == pytest.approx(2.5)
-
-
-# ----- the exercises' check functions -------------------------------------------------------
-
-
-def test_exercise_checks(capsys):
-    assert check_ideal_speedup(16 / 9)
-    assert not check_ideal_speedup(2.0) and "count the idle steps" in capsys.readouterr().out
-    assert not check_ideal_speedup(None)
-    assert message_order(reordered_backward(), 1, 0) == (
-        ["gradient for 0B0", "gradient for 0B1"],
-        ["gradient for 0B1", "gradient for 0B0"],
-    )
-    # The exercise asks for the forward path: the chapter's backward example is not an answer.
-    assert not check_mispairing_schedule(reordered_backward())
-    assert "Only gradients" in capsys.readouterr().out
-    solution = Schedule.from_strings([["0F0", "0F1", "0B1", "0B0"], ["1F1", "1F0", "1B1", "1B0"]])
-    assert check_mispairing_schedule(solution)
-    assert not check_mispairing_schedule(one_f_one_b(2, 4))
-    assert "same order" in capsys.readouterr().out
-    timeline = simulate(one_f_one_b(2, 4))
-    assert check_bubble_fraction(timeline, timeline.bubble_fraction)
-    assert not check_bubble_fraction(timeline, timeline.bubble_ratio)

@@ -21,5 +21,5 @@ Inside a rank: :mod:`~ppbook.runtime.context` (process group, devices, loopback)
 :mod:`~ppbook.runtime.execute` (the loop over a rank's actions), :mod:`~ppbook.runtime.clock`
 (timing and clock alignment), :mod:`~ppbook.runtime.models` (example models, cutting a model
 into parts) and :mod:`~ppbook.runtime.worker` (what each process runs).
-:mod:`~ppbook.runtime.examples` and :mod:`~ppbook.runtime.exercises` serve chapter 3.
+:mod:`~ppbook.runtime.examples` serves chapter 3 (its exercises: :mod:`ppbook.exercises.ch3`).
 """
