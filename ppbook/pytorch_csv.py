@@ -9,9 +9,11 @@ ppbook simulates compute, so it drops the other actions and says how many in
 :attr:`Schedule.notes <ppbook.schedule.Schedule.notes>`. :func:`write_csv` writes the
 compute-only form, which PyTorch's ``_load_csv`` reads (``format="compute_only"``).
 
-CSV carries no routes. DualPipe's two directions (a stage that micro-batches enter in
-one direction and others in the other) cannot be said in it, and PyTorch's engine has no
-such placement; DualPipeV and every schedule with all micro-batches on one route can.
+CSV carries no routes. :meth:`~ppbook.schedule.Schedule.from_strings` infers DualPipe's
+two directions from the stages each micro-batch visits, but PyTorch's engine expects every
+micro-batch on every stage and refuses such a file ("Got 4 FORWARD microbatches for stage
+0, expected 8"). Every other schedule of :mod:`ppbook.schedules`, DualPipeV included,
+loads in PyTorch's engine (``tests/test_pytorch_csv.py`` loads each one).
 
 This module sits above the simulator: the aligned form (one column per time step) comes
 from a unit-cost simulation.
