@@ -23,7 +23,7 @@ from itertools import repeat
 from typing import ClassVar, NamedTuple
 
 from ppbook import limits
-from ppbook.checks import shown
+from ppbook.checks import as_count, shown
 
 KINDS = ("F", "B", "I", "W")
 """Compute kinds, spelled as PyTorch spells them."""
@@ -149,11 +149,13 @@ class Schedule:
         object.__setattr__(self, "actions", tuple(tuple(row) for row in self.actions))
         object.__setattr__(self, "stage_to_rank", tuple(self.stage_to_rank))
         object.__setattr__(self, "notes", tuple(self.notes))
+        m = as_count(self.num_microbatches, "num_microbatches", "a schedule", minimum=0)
+        object.__setattr__(self, "num_microbatches", m)
         limits.current().check(
             f"schedule {str(self.name)[:40]!r}",
             ranks=len(self.actions),
             stages=len(self.stage_to_rank),
-            microbatches=self.num_microbatches if isinstance(self.num_microbatches, int) else 0,
+            microbatches=m,
             actions=sum(map(len, self.actions)),
         )
         if not self.actions:

@@ -170,3 +170,16 @@ def test_messages_about_long_routes_and_missing_stages_are_short():
     with pytest.raises(ValueError, match=r"4000 stage\(s\) have no actions \(0, 1, ") as info:
         Schedule.from_strings([["4000F0", "4000B0"]])
     assert len(str(info.value)) < 200
+
+
+def test_num_microbatches_is_a_whole_number():
+    import numpy as np
+
+    with pytest.raises(ValueError, match="micro-batches is beyond the limit"):
+        Schedule([[Action(0, "F", 0), Action(0, "B", 0)]], (0,), np.int64(10**12))
+    with pytest.raises(ValueError, match="num_microbatches to be an integer >= 0, got 1.5"):
+        Schedule([[Action(0, "F", 0), Action(0, "B", 0)]], (0,), 1.5)
+    assert (
+        type(Schedule([[Action(0, "F", 0), Action(0, "B", 0)]], (0,), np.int64(1)).num_microbatches)
+        is int
+    )
