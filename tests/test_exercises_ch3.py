@@ -151,6 +151,8 @@ def test_3_6_wrong_configs_are_caught_before_any_process_starts():
     assert "about 1e-4" in single.message and single.hint == "dtype='float64'."
     kept = check("3.6", RunConfig(**float64))
     assert "nothing to compare" in kept.message and "collect_grads=True" in kept.hint
+    three = dict(float64, nproc=3, num_microbatches=3)
+    assert "two processes, got nproc = 3" in check("3.6", RunConfig(**three)).message
     big = check("3.6", RunConfig(**dict(float64, hidden=1024), collect_grads=True))
     assert "hidden <= 128" in big.message
     slow = check("3.6", RunConfig(**dict(float64, timeout=600.0), collect_grads=True))

@@ -9,20 +9,22 @@ compared with one process (:func:`ppbook.runtime.reference.assert_matches_refere
 hints name the usual slips: the speed-up without the bubble, a sender's order for a
 receiver's, a message between two stages of one rank, the bubble ratio r = idle/compute for
 the fraction f = idle/total (REFERENCES.md), GPipe's 2(p-1)c for 1F1B's transfers, and a
-run that cannot be compared. Only 3.6 imports torch, when it is checked.
+run that cannot be compared. Exercise 3.6, the one that starts processes, lives in
+:mod:`ppbook.exercises.ch3_run`.
 """
 
 from __future__ import annotations
 
 import re
 
+import ppbook.exercises.ch3_run  # noqa: F401 (registers 3.6, the run on real processes)
 from ppbook.checks import shown
 from ppbook.costs import Costs
+from ppbook.dependencies import needs
 from ppbook.exercises import close, exercise, number, right, wrong
-from ppbook.runtime.config import RunConfig
-from ppbook.runtime.plan import ACTIVATION, describe, sent_by, used_by
+from ppbook.runtime.plan import ACTIVATION, GRADIENT, describe, sent_by, used_by
 from ppbook.schedule import Schedule
-from ppbook.schedules import gpipe, one_f_one_b, zb_h1, zb_v
+from ppbook.schedules import gpipe, one_f_one_b, zb_v
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 
@@ -87,15 +89,14 @@ def _messages(answer: object) -> list[str]:
 
 def _local_messages(schedule: Schedule, rank: int) -> list[str]:
     """What ``rank``'s stages hand each other without a message (two stages on one rank)."""
-    rank_of, local = schedule.stage_to_rank, []
-    for step in schedule.actions[rank]:
-        for stage, kind, microbatch in step.parts:
-            before, after = schedule.neighbours(stage, microbatch)
-            source = before if kind == "F" else after if kind in ("B", "I") else None
-            if source is not None and rank_of[source] == rank:
-                what = "activation for {}F{}" if kind == "F" else "gradient for {}B{}"
-                local.append(what.format(stage, microbatch))
-    return local
+    rank_of = schedule.stage_to_rank
+    return [
+        describe((stage, need.message, microbatch))
+        for step in schedule.actions[rank]
+        for stage, kind, microbatch in step.parts
+        for need in needs(schedule, stage, kind, microbatch)
+        if need.message is not None and rank_of[need.stage] == rank
+    ]
 
 
 @exercise(
@@ -183,11 +184,11 @@ def _two_by_two(answer: object) -> Schedule:
 )
 def _mispaired_forward(answer):
     schedule = _two_by_two(answer)
-    sent = [describe(i) for _, i in sent_by(schedule, 0) if i[1] == ACTIVATION]
-    used = [describe(i) for _, i in used_by(schedule, 1) if i[1] == ACTIVATION]
-    if sent != used:
-        return right(f"rank 0 sends {sent}, rank 1 uses {used}.")
-    if _pairs_differ(schedule):
+    forward = _out_of_order(schedule, ACTIVATION)
+    if forward:
+        src, dst, sent, used = forward[0]
+        return right(f"rank {src} sends {sent}, rank {dst} uses {used}.")
+    if _out_of_order(schedule, GRADIENT):
         return wrong(
             "only gradients are used out of order here, as in the chapter's example.",
             "reorder the forwards of rank 1 instead (1F1 before 1F0).",
@@ -199,15 +200,17 @@ def _mispaired_forward(answer):
     )
 
 
-def _pairs_differ(schedule: Schedule) -> bool:
-    """Whether some rank uses the messages of some peer in another order than it sent them."""
+def _out_of_order(schedule: Schedule, what: int) -> list[tuple[int, int, list, list]]:
+    """``(src, dst, sent, used)`` for each pair of ranks whose messages of kind ``what``
+    (ACTIVATION or GRADIENT) the receiver uses in another order than they were sent."""
+    found = []
     for src in range(schedule.num_ranks):
         for dst in range(schedule.num_ranks):
-            sent = [i for d, i in sent_by(schedule, src) if d == dst]
-            used = [i for s, i in used_by(schedule, dst) if s == src]
-            if src != dst and sent != used:
-                return True
-    return False
+            sent = [describe(i) for d, i in sent_by(schedule, src) if d == dst and i[1] == what]
+            used = [describe(i) for s, i in used_by(schedule, dst) if s == src and i[1] == what]
+            if sent != used:
+                found.append((src, dst, sent, used))
+    return found
 
 
 # ----- 3.4 the bubble of a measured step ------------------------------------------------------
@@ -311,77 +314,4 @@ def _largest_c(answer):
     return wrong(
         f"{said}: a speed-up of {speedup:.3f}; a larger c still reaches 2.5.",
         "the makespan grows linearly in c: two simulations give its slope.",
-    )
-
-
-# ----- 3.6 a run that passes the gradient check -----------------------------------------------
-
-LIMITS = {"nproc": 4, "num_microbatches": 16, "steps": 3, "hidden": 128, "microbatch_size": 16}
-"""The largest run 3.6 launches, so that its check finishes in seconds on two cores."""
-
-MAX_TIMEOUT = 60.0
-"""Seconds a rank of 3.6's run may wait: a hang fails fast instead of freezing the notebook."""
-
-
-@exercise(
-    "3.6",
-    "Construct a RunConfig that trains ZB-H1 (the backward split into I and W) on two "
-    "processes in float64 and whose gradients the check can compare with one process.",
-    kind="construct",
-    solution='`RunConfig(schedule="zb-h1", nproc=2, num_microbatches=4, hidden=16, steps=2, '
-    'dtype="float64", collect_grads=True, timeout=30.0)`: '
-    "`collect_grads=True` gathers every gradient (and every parameter after the last "
-    "optimizer step) on rank 0, which the comparison needs; float64 makes the pipeline and "
-    "one process agree to about 1e-12, where float32 rounds the micro-batch sums apart.",
-    answer_name="answer_6",
-)
-def _zb_h1_run(answer):
-    if not isinstance(answer, RunConfig):
-        return wrong(f"this exercise wants a RunConfig(...), got {shown(answer)}.")
-    from ppbook.runtime.config import check as check_config
-
-    schedule = check_config(answer)  # a ValueError says what is wrong with the config
-    expected = zb_h1(answer.nproc, answer.num_microbatches)
-    if schedule.actions != expected.actions:
-        return wrong(
-            f"this config runs {schedule.name}, not ZB-H1.",
-            "schedule='zb-h1' splits every backward into I and W.",
-        )
-    too_big = [f"{k} <= {v}" for k, v in LIMITS.items() if getattr(answer, k) > v]
-    if too_big or answer.timeout > MAX_TIMEOUT:
-        return wrong(
-            "keep the run small, so that the check finishes in seconds: "
-            + ", ".join(too_big + [f"timeout <= {MAX_TIMEOUT:g}"])
-            + "."
-        )
-    if answer.dtype != "float64":
-        return wrong(
-            f"in {answer.dtype} the micro-batch sums round differently than one batch: the "
-            "comparison would hold only to about 1e-4.",
-            "dtype='float64'.",
-        )
-    if not answer.collect_grads:
-        return wrong(
-            "each rank keeps its gradients to itself: there is nothing to compare.",
-            "collect_grads=True gathers every gradient on rank 0.",
-        )
-    return _run_and_compare(answer)
-
-
-def _run_and_compare(config: RunConfig):
-    """Launch ``config`` and compare it with one process (imports torch)."""
-    from ppbook.runtime.launch import PipelineError, launch
-    from ppbook.runtime.reference import assert_matches_reference
-
-    try:
-        result = launch(config)
-        assert_matches_reference(result)
-    except (PipelineError, AssertionError) as error:
-        return wrong(f"the run did not match one process: {str(error).splitlines()[0]}")
-    ran = [action for row in result.executed[-1] for action in row]  # the last step's
-    inputs, weights = sum("I" in a for a in ran), sum("W" in a for a in ran)
-    return right(
-        f"{inputs} I and {weights} W passes ran on {config.nproc} ranks; the loss of every step, "
-        f"all {len(result.grads)} gradients and the parameters after the last optimizer step "
-        "match one process to 1e-10."
     )
