@@ -4,8 +4,9 @@ dependency that crosses ranks).
 
 This is an event-driven list scheduler in O(number of actions): an action becomes ready
 when its last dependency finishes, and a rank runs its next action once it is ready. A
-schedule that cannot finish is reported at once, naming every stuck rank, the action it is
-stuck on and what that action waits for. No recursion, so no recursion limit.
+schedule that cannot finish is reported at once, naming the stuck ranks (up to 12, those
+that wait on their own rank first), the action each is stuck on and what that action
+waits for. No recursion, so no recursion limit.
 
 What waits for what is :mod:`ppbook.dependencies`' rule, looked up through the
 :class:`~ppbook.validate.ScheduleIndex` that validation builds (integer keys computed once
