@@ -25,12 +25,14 @@ MAX_SHOWN = 60
 """Characters of a refused value shown in an error message; longer values are cut."""
 
 
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with ``...`` where it was cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def shown(value: object) -> str:
     """``repr(value)``, cut to :data:`MAX_SHOWN` characters so that no message runs on."""
-    text = repr(value)
-    if len(text) > MAX_SHOWN:
-        text = text[: MAX_SHOWN - 3] + "..."
-    return text
+    return clipped(repr(value), MAX_SHOWN)
 
 
 def _what(owner: str, name: str) -> str:

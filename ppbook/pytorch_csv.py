@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from ppbook import limits
+from ppbook.checks import clipped
 from ppbook.schedule import Schedule
 from ppbook.simulate import unit_cost_steps
 
@@ -45,7 +46,7 @@ def read_csv(path: str | Path, **kwargs) -> Schedule:
     :meth:`~ppbook.schedule.Schedule.from_strings` (``name`` defaults to the file's stem).
     """
     path = Path(path)
-    cut = _cut(str(path))
+    cut = clipped(str(path), 200)
     most = limits.current().actions * limits.CSV_BYTES_PER_ACTION
     try:
         size = path.stat().st_size
@@ -94,7 +95,8 @@ def read_csv_text(text: str, **kwargs) -> Schedule:
             rows.append([_compute_only(cell, dropped) for cell in row])
     except csv.Error as exc:
         raise ValueError(
-            f"line {reader.line_num}: {_cut(str(exc))}; a cell holds one action such as '0F3'"
+            f"line {reader.line_num}: {clipped(str(exc), 200)}; "
+            "a cell holds one action such as '0F3'"
         ) from None
     while rows and not any(cell.strip() for cell in rows[-1]):
         rows.pop()  # blank lines at the end are not ranks
@@ -138,7 +140,3 @@ def _compute_only(cell: str, dropped: Counter[str]) -> str:
         dropped[match.group(1)] += 1
         return ""
     return cell
-
-
-def _cut(text: str, most: int = 200) -> str:
-    return text if len(text) <= most else text[: most - 3] + "..."

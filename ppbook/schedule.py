@@ -23,7 +23,7 @@ from itertools import repeat
 from typing import ClassVar, NamedTuple
 
 from ppbook import limits
-from ppbook.checks import as_count, shown
+from ppbook.checks import as_count, clipped, shown
 
 KINDS = ("F", "B", "I", "W")
 """Compute kinds, spelled as PyTorch spells them."""
@@ -113,10 +113,9 @@ def parse_action(text: str) -> Step:
         if not (isinstance(forward, Action) and isinstance(backward, Action)):
             raise ValueError(f"an overlapped pair cannot nest another pair: {text!r}")
         return OverlapFB(forward, backward)
-    shown = text if len(text) <= 40 else text[:37] + "..."
     raise ValueError(
-        f"cannot parse action {shown!r}: expected <stage><F|B|I|W><microbatch> such as '0F3', "
-        "or '(0F4;7B1)OVERLAP_F_B'"
+        f"cannot parse action {clipped(text, 40)!r}: expected <stage><F|B|I|W><microbatch> "
+        "such as '0F3', or '(0F4;7B1)OVERLAP_F_B'"
     )
 
 

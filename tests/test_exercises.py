@@ -99,4 +99,3 @@ def test_every_chapter_opens_with_objectives_and_ends_with_references(chapter):
     lowered = text.lower()
     for heading in ("you will learn", "prerequisites", "summary", "references"):
         assert heading in lowered, f"{CHAPTERS[chapter]} lacks a '{heading}' section"
-    assert "../shared" not in text

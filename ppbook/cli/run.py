@@ -26,7 +26,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ppbook.checks import as_count, shown
+from ppbook.checks import as_count, clipped, shown
 
 MAX_MESSAGE = 500
 """Characters of a one-line error message; longer ones are cut."""
@@ -145,8 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clipped(" ".join(text.split()), limit)
 
 
 def check_output(args: argparse.Namespace) -> None:

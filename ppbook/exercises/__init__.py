@@ -31,7 +31,7 @@ import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ppbook.checks import shown
+from ppbook.checks import clipped, shown
 
 KINDS = ("compute", "construct", "choose")
 """What an exercise asks: compute a number, construct something (a schedule, a function,
@@ -151,13 +151,22 @@ def number(answer: object, what: str = "a number such as 0.25") -> float:
     return value
 
 
-def integer(answer: object, what: str = "a whole number") -> int:
-    """``answer`` as an int, or end the check with "this exercise wants ``what``"."""
+def integer(
+    answer: object,
+    what: str = "a whole number",
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
+    """``answer`` as an int within ``minimum``..``maximum`` (either may be None), or end the
+    check with "this exercise wants ``what``"."""
+    if isinstance(answer, float) and answer.is_integer():
+        answer = int(answer)
     if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
-        if isinstance(answer, float) and answer.is_integer():
-            return int(answer)
         raise _Verdict((f"this exercise wants {what}, got {shown(answer)}.", ""))
-    return int(answer)
+    value = int(answer)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise _Verdict((f"this exercise wants {what}, got {value}.", ""))
+    return value
 
 
 def close(answer: float, truth: float) -> bool:
@@ -203,8 +212,8 @@ def check(id: str, answer: object, **context) -> Verdict:
     except _Verdict as stop:
         return Verdict(id, "wrong", stop.message, stop.hint)
     except ValueError as error:  # the answer is not valid (a schedule that cannot run, ...)
-        text = " ".join(line.strip() for line in str(error).splitlines()[:4])
-        return Verdict(id, "wrong", text if len(text) <= 300 else text[:297] + "...")
+        text = "; ".join(line.strip() for line in str(error).splitlines()[:4])
+        return Verdict(id, "wrong", clipped(text, 300))
     return Verdict(id, status, message, hint)
 
 

@@ -85,9 +85,7 @@ def _fraction_from_ratio(answer):
     answer_name="answer_3",
 )
 def _smallest_m(answer):
-    given = integer(answer, "a whole number of micro-batches")
-    if given < 1:
-        return wrong(f"a step needs at least one micro-batch, got m = {given}.")
+    given = integer(answer, "a whole number of micro-batches, at least one", minimum=1)
     best = numeric.min_microbatches(8, 0.1, convention="ratio")
     ratio = numeric.bubble_ratio(8, given)
     if given == best:
@@ -114,9 +112,7 @@ def _smallest_m(answer):
     answer_name="answer_4",
 )
 def _smallest_m_fraction(answer):
-    given = integer(answer, "a whole number of micro-batches")
-    if given < 1:
-        return wrong(f"a step needs at least one micro-batch, got m = {given}.")
+    given = integer(answer, "a whole number of micro-batches, at least one", minimum=1)
     best = numeric.min_microbatches(16, 0.05, convention="fraction")
     if given > best:
         if given == numeric.min_microbatches(16, 0.05, convention="ratio"):

@@ -187,9 +187,7 @@ def _one_f_one_b_by_hand(answer):
 )
 def _choose_chunks(answer):
     p, m, c = 4, 8, 0.5
-    given = integer(answer, "a whole number of chunks from 1 to 4")
-    if not 1 <= given <= 4:
-        return wrong(f"choose v from 1 to 4, got {given}.")
+    given = integer(answer, "a whole number of chunks from 1 to 4", minimum=1, maximum=4)
     with_comm = Costs(F=1, B=2, comm=c)
     times = {v: simulate(_interleaved_or_1f1b(p, m, v), with_comm).makespan for v in range(1, 5)}
     best = min(times, key=times.get)

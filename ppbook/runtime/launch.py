@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from ppbook.checks import clipped
 from ppbook.runtime.config import RunConfig, check, model_bytes, same_group
 from ppbook.runtime.preflight import check_machine, check_main_guard
 from ppbook.runtime.result import RunResult
@@ -218,9 +219,9 @@ def _stop(processes: list) -> set[int]:
     return stopped
 
 
-def clip(text: str, limit: int = MAX_LINE) -> str:
-    """``text`` cut to ``limit`` characters, with ``...`` where it was cut."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def clip(text: str) -> str:
+    """``text`` cut to :data:`MAX_LINE` characters, with ``...`` where it was cut."""
+    return clipped(text, MAX_LINE)
 
 
 def _first_line(report: dict) -> str:
