@@ -14,7 +14,13 @@ import sympy as sp
 from ppbook.exercises import KINDS, check, close, exercises, get, solution
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-CHAPTERS = {"1": "01_bubble.ipynb", "2": "02_schedules.ipynb", "3": "03_running.ipynb"}
+CHAPTERS = {
+    "1": "01_bubble.ipynb",
+    "2": "02_schedules.ipynb",
+    "3": "03_running.ipynb",
+    "4": "04_zero_bubble.ipynb",
+    "5": "05_dualpipe.ipynb",
+}
 
 
 def test_right_wrong_and_unanswered_read_as_one_line_each():

@@ -47,6 +47,8 @@ _CHAPTERS = {
     "1": "ppbook.exercises.ch1",
     "2": "ppbook.exercises.ch2",
     "3": "ppbook.exercises.ch3",
+    "4": "ppbook.exercises.ch4",
+    "5": "ppbook.exercises.ch5",
 }
 
 
