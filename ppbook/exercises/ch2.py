@@ -6,8 +6,7 @@ micro-batch through one device's share of the model, and the simulator runs a ch
 a schedule with v chunks per rank in cost/v. The hints name the usual slips: forgetting the
 transfers, mixing up the bubble fraction f = idle/total and the bubble ratio r =
 idle/compute, forgetting that interleaving divides the ramps by v, and running a chunk at
-a full stage's cost. Sources: REFERENCES.md (GPipe, 1F1B, Megatron-LM sec. 2.2.2, Zero
-Bubble).
+a full stage's cost. Sources: REFERENCES.md (GPipe, 1F1B, Megatron-LM sec. 2.2.2).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
 from ppbook.schedule import Schedule
-from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b, zb_h1, zb_v
+from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.timeline import ACTIVATION_UNIT, Timeline
 
@@ -241,36 +240,3 @@ def _capped_activations(answer):
         f"rank 0 holds at most {held:g} {ACTIVATION_UNIT}; the step takes {run.makespan:g} "
         f"time units, against 1F1B's {plain:g} (F = 1, B = 2)."
     )
-
-
-@exercise(
-    "2.6",
-    "ZB-V with p = 8, m = 16 and F = I = W = 1 for one device's share of the model: what "
-    "is its makespan, in time units?",
-    kind="compute",
-    solution="ZB-V cuts the model into 2p chunks, two per rank, so each chunk pass takes "
-    "half the device-share cost: F = I = W = 0.5 per chunk. The compute per rank is still "
-    "m(F+I+W) = 48; with F = I = W the only idle time is the ramp into a rank's first pass "
-    "and out of its last, (p-1) chunk forwards of 0.5 = 3.5 time units: 51.5 time units, "
-    "against ZB-H1's 48 + (p-1)(F+I-W) = 55.",
-    answer_name="answer_6",
-)
-def _zb_v_makespan(answer):
-    p, m = 8, 16
-    given = number(answer, "a makespan in time units, such as 30.5")
-    share = Costs(F=1, I=1, W=1)
-    truth = simulate(zb_v(p, m), share).makespan
-    if close(given, truth):
-        return right(f"{truth:g} time units: ZB-V's chunk passes each take half the cost.")
-    if close(given, 2 * truth):
-        return wrong(
-            f"{given:g} runs each chunk pass at a full device's cost: a model twice as large.",
-            "each of ZB-V's two chunks per rank holds half of the device's share.",
-        )
-    if close(given, simulate(zb_h1(p, m), share).makespan):
-        return wrong(f"{given:g} is ZB-H1's makespan.", "ZB-V leaves less idle at the ends.")
-    if close(given, m * 3):
-        return wrong(
-            f"{given:g} is the compute m(F+I+W) alone.", "no rank can start before its input."
-        )
-    return wrong(f"{given:g} is not ZB-V's makespan.", f"simulate zb_v({p}, {m}) with these costs.")
