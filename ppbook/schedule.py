@@ -93,6 +93,17 @@ Step = Action | OverlapFB
 _new_action = partial(tuple.__new__, Action)
 
 
+def _shifted(step: Step, offset: int) -> Step:
+    """``step`` with ``offset`` added to its micro-batch numbers."""
+    if type(step) is Action:
+        return _new_action((step.stage, step.kind, step.microbatch + offset))
+    forward, backward = step.parts
+    return OverlapFB(
+        Action(forward.stage, "F", forward.microbatch + offset),
+        Action(backward.stage, backward.kind, backward.microbatch + offset),
+    )
+
+
 def actions_of(kind: str, stages: Iterable[int], microbatches: Iterable[int]) -> list[Action]:
     """``Action(stage, kind, microbatch)`` for each pair of ``stages`` and ``microbatches``.
 
@@ -229,6 +240,32 @@ class Schedule:
 
     def __len__(self) -> int:
         return sum(len(row) for row in self.actions)
+
+    def repeated(self, steps: int) -> Schedule:
+        """``steps`` training steps of this schedule in a row, as one schedule.
+
+        Each rank runs its whole order once per step; micro-batch j of step k is numbered
+        ``k * m + j`` and keeps micro-batch j's route. Nothing here makes a step wait for the
+        previous one on other ranks (what :func:`ppbook.simulate.simulate` with
+        ``sync="optimizer"`` adds): a rank's own order already runs the steps one after the
+        other. Sizes are checked against :mod:`ppbook.limits` before anything is built.
+        """
+        steps = as_count(steps, "steps", "Schedule.repeated")
+        m = self.num_microbatches
+        limits.current().check(
+            f"{steps} steps of schedule {str(self.name)[:40]!r}",
+            microbatches=steps * m,
+            actions=steps * len(self),
+        )
+        if steps == 1:
+            return self
+        rows = [
+            [_shifted(step, k * m) for k in range(steps) for step in row] for row in self.actions
+        ]
+        routes = None if self.routes is None else self.routes * steps
+        return Schedule(
+            rows, self.stage_to_rank, steps * m, name=self.name, routes=routes, notes=self.notes
+        )
 
     # ----- text forms -------------------------------------------------------------------
 

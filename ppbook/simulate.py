@@ -13,26 +13,77 @@ What waits for what is :mod:`ppbook.dependencies`' rule, looked up through the
 per stage, kind and route). Each chunk pass takes its cost times the schedule's
 :attr:`~ppbook.schedule.Schedule.chunk_share` (costs are for one device's share of the
 model); transfers are not scaled.
+
+Several training steps in a row (``steps``): with ``sync="optimizer"`` every rank waits
+for the whole previous step (the all-reduce before the optimizer step), so each step is a
+copy of the first, shifted by its makespan; with ``sync="none"`` (the Zero Bubble paper's
+post-validation, its section 4) a rank starts its next step as soon as its own work and
+its inputs allow, and the steps overlap at the pipeline's ends.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ppbook import limits
+from ppbook.checks import as_count, shown
 from ppbook.costs import Costs
 from ppbook.schedule import KINDS, Action, Schedule
 from ppbook.timeline import Timeline
 from ppbook.validate import ScheduleError, validate
 
+SYNC_MODES = {
+    "optimizer": "every rank waits for the whole previous step (all-reduce, optimizer step)",
+    "none": "a rank starts its next step as soon as its own work and inputs allow "
+    "(post-validation)",
+}
+"""What ``sync`` may be, and what each means for the step that follows."""
 
-def simulate(schedule: Schedule, costs: Costs | None = None) -> Timeline:
-    """Simulate ``schedule`` under ``costs`` (default: F = 1, B = 2, no communication).
 
-    Costs are for one device's share of the model; a chunk pass of a schedule with v
-    chunks per rank takes the cost times ``schedule.chunk_share`` (1/v). Validates the
-    schedule first (:func:`~ppbook.validate.validate`). Returns a
-    :class:`~ppbook.timeline.Timeline` with every rank's intervals and the metrics
-    (makespan, bubble fraction and ratio, activation memory).
+def simulate(
+    schedule: Schedule, costs: Costs | None = None, *, steps: int = 1, sync: str = "optimizer"
+) -> Timeline:
+    """Simulate ``steps`` training steps of ``schedule`` under ``costs``.
+
+    ``costs`` defaults to F = 1, B = 2, no communication. Costs are for one device's share
+    of the model; a chunk pass of a schedule with v chunks per rank takes the cost times
+    ``schedule.chunk_share`` (1/v). Validates the schedule first
+    (:func:`~ppbook.validate.validate`). Returns a :class:`~ppbook.timeline.Timeline` with
+    every rank's intervals and the metrics (makespan, bubble fraction and ratio, activation
+    memory, and per step the rank spans and the period).
+
+    With ``steps`` > 1 the timeline's schedule is :meth:`Schedule.repeated` (micro-batch j
+    of step k is ``k * m + j``). ``sync`` (:data:`SYNC_MODES`) says what joins the steps:
+    ``"optimizer"`` starts every step when the whole previous one has ended, ``"none"``
+    lets each rank go on as soon as its own work and its inputs allow.
     """
+    steps = as_count(steps, "steps", "simulate")
+    if sync not in SYNC_MODES:
+        raise ValueError(
+            f"sync must be one of {', '.join(map(repr, SYNC_MODES))}, got {shown(sync)}"
+        )
+    if steps == 1:
+        return replace(_simulate_once(schedule, costs), sync=sync)
+    if sync == "none":
+        timeline = _simulate_once(schedule.repeated(steps), costs)
+        return replace(timeline, steps=steps, sync=sync)
+    one = _simulate_once(schedule, costs)
+    repeated = schedule.repeated(steps)  # checks the limits before the copies are made
+    period = one.makespan  # the next step starts when the last rank has finished this one
+    shifts = [k * period for k in range(steps)]
+    return Timeline.from_arrays(
+        repeated,
+        [[t + shift for shift in shifts for t in row] for row in one.starts],
+        [[t + shift for shift in shifts for t in row] for row in one.ends],
+        activation_bytes=one.activation_bytes,
+        source=one.source,
+        steps=steps,
+        sync=sync,
+    )
+
+
+def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
+    """One pass over ``schedule``'s actions (all its steps, if it is repeated)."""
     index = validate(schedule)  # refuses what is not a Schedule
     if costs is None:
         costs = Costs()

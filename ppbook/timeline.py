@@ -64,6 +64,10 @@ class Timeline:
     the times count: by default ``"s"`` for a measured timeline and ``"time unit"`` (the
     unit of the costs) otherwise. ``activation_bytes[stage]`` is what one micro-batch's
     activations take on ``stage``, when known.
+
+    ``steps`` training steps ran one after the other (:func:`ppbook.simulate.simulate`):
+    micro-batch j of step k is ``k * microbatches_per_step + j``, and ``sync`` says what
+    joined the steps (``"optimizer"``, ``"none"``; None when nothing said).
     """
 
     schedule: Schedule
@@ -72,6 +76,8 @@ class Timeline:
     activation_bytes: list[float] | None = None
     source: str = "simulated"
     time_unit: str | None = None
+    steps: int = 1
+    sync: str | None = None
 
     def __post_init__(self) -> None:
         lengths = [len(row) for row in self.schedule.actions]
@@ -80,6 +86,14 @@ class Timeline:
         if self.time_unit is None:
             unit = "s" if self.source == "measured" else "time unit"
             object.__setattr__(self, "time_unit", unit)
+        m = self.schedule.num_microbatches
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"a timeline's steps must be a whole number >= 1, got {self.steps!r}")
+        if m % self.steps:
+            raise ValueError(
+                f"a timeline of {self.steps} steps needs a multiple of {self.steps} "
+                f"micro-batches, got {m}"
+            )
 
     @classmethod
     def from_arrays(cls, schedule: Schedule, starts, ends, **kwargs) -> Timeline:
@@ -155,6 +169,87 @@ class Timeline:
         """r = idle / compute time, over all ranks: Megatron-LM's (p-1)/m."""
         return self.total_idle / self.total_busy if self.total_busy else 0.0
 
+    # ----- steps, spans and the period ---------------------------------------------------
+
+    @property
+    def microbatches_per_step(self) -> int:
+        """m: the micro-batches of one training step."""
+        return self.schedule.num_microbatches // self.steps
+
+    @cached_property
+    def _per_step(self) -> tuple[tuple[tuple[float, float, float] | None, ...], ...]:
+        """``[step][rank]``: (first start, last end, compute time), None if nothing ran."""
+        m = self.microbatches_per_step
+        table: list[list[list[float] | None]] = [[None] * self.num_ranks for _ in range(self.steps)]
+        for rank, row in enumerate(self.schedule.actions):
+            for step, start, end in zip(row, self.starts[rank], self.ends[rank], strict=True):
+                k = step.parts[0].microbatch // m
+                entry = table[k][rank]
+                if entry is None:
+                    table[k][rank] = [start, end, end - start]
+                else:
+                    entry[0] = min(entry[0], start)
+                    entry[1] = max(entry[1], end)
+                    entry[2] += end - start
+        return tuple(tuple(e and tuple(e) for e in ranks) for ranks in table)
+
+    def step_spans(self, step: int = -1) -> list[tuple[float, float] | None]:
+        """Per rank, (first start, last end) of its actions in training step ``step``.
+
+        ``step`` counts from 0; negative counts from the end (-1, the default, is the last
+        step: the steady state when several steps run). None for a rank with no action.
+        """
+        if (
+            isinstance(step, bool)
+            or not isinstance(step, int)
+            or not -self.steps <= step < self.steps
+        ):
+            raise ValueError(
+                f"step must be a whole number from {-self.steps} to {self.steps - 1}, got {step!r}"
+            )
+        return [e and (e[0], e[1]) for e in self._per_step[step]]
+
+    @property
+    def rank_spans(self) -> list[float]:
+        """Per rank, its span in the last step: last end minus first start (0 if idle).
+
+        A rank that starts late and ends early spans less than the makespan; when the
+        optimizer step is post-validated (``sync="none"``) the next step fills the rest.
+        """
+        return [e[1] - e[0] if e else 0.0 for e in self._per_step[-1]]
+
+    @property
+    def zb_bubble_rate(self) -> float:
+        """The Zero Bubble paper's bubble rate (arXiv:2401.10241, Table 5), in the last step.
+
+        1 - (most compute of one rank in the step) / (longest rank span): for stages of
+        equal cost, 1 - m(F+I+W) / longest span. It counts only the idle time inside the
+        longest span, so it is smaller than the bubble fraction f when ranks start at
+        different times (ZB-H2) and equal to it when a rank spans the whole step (1F1B).
+        """
+        last = self._per_step[-1]
+        longest = max((e[1] - e[0] for e in last if e), default=0.0)
+        compute = max((e[2] for e in last if e), default=0.0)
+        return finite_result(1 - compute / longest, "the bubble rate") if longest else 0.0
+
+    @cached_property
+    def period(self) -> float:
+        """The steady-state step time: the last step's end minus the previous step's end.
+
+        The makespan when one step ran; with ``sync="optimizer"``, exactly one step's
+        makespan; with ``sync="none"`` it is shorter when ranks idle at the pipeline's ends.
+        """
+        if self.steps == 1:
+            return self.makespan
+        ends = [max((e[1] for e in ranks if e), default=0.0) for ranks in self._per_step]
+        return finite_result(ends[-1] - ends[-2], f"the period (in {self.time_unit})")
+
+    @property
+    def period_bubble_fraction(self) -> float:
+        """f of one steady-state step: 1 - compute per step / (ranks * period)."""
+        total = self.num_ranks * self.period
+        return (total - self.total_busy / self.steps) / total if total else 0.0
+
     # ----- activation memory ------------------------------------------------------------
 
     def memory(self, rank: int, in_bytes: bool = False) -> list[tuple[float, float]]:
@@ -225,7 +320,9 @@ class Timeline:
     def metrics(self) -> dict:
         """The metrics as plain data (what ``ppbook simulate --json`` prints).
 
-        Times (``makespan``, ``busy``, ``idle``) are in ``time_unit``; peak activations in
+        ``num_microbatches`` is m, per step. Times (``makespan``, ``busy``, ``idle``, ``period``,
+        ``rank_spans``) are in
+        ``time_unit``; ``zb_bubble_rate`` is the Zero Bubble paper's rate; peak activations in
         micro-batch activations of a full stage (``peak_activations_full_stage``), and in
         bytes (``peak_activation_bytes``) when activation sizes are known. Raises a ValueError
         when a result is not a finite number (costs too large for floating point).
@@ -239,12 +336,20 @@ class Timeline:
             "time_unit": self.time_unit,
             "num_ranks": self.num_ranks,
             "num_stages": self.schedule.num_stages,
-            "num_microbatches": self.schedule.num_microbatches,
+            "num_microbatches": self.microbatches_per_step,
             "makespan": makespan,
             "bubble_fraction": finite_result(self.bubble_fraction, "the bubble fraction"),
             "bubble_ratio": finite_result(self.bubble_ratio, "the bubble ratio"),
             "busy": busy,
             "idle": [makespan - b for b in busy],
+            "steps": self.steps,
+            "sync": self.sync,
+            "period": self.period,
+            "period_bubble_fraction": finite_result(
+                self.period_bubble_fraction, "the bubble fraction of one period"
+            ),
+            "rank_spans": self.rank_spans,
+            "zb_bubble_rate": self.zb_bubble_rate,
             "activation_unit": ACTIVATION_UNIT,
             "peak_activations_full_stage": [self.peak_activations(r) for r in ranks],
         }

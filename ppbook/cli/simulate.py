@@ -22,7 +22,7 @@ from ppbook.limits import capped
 from ppbook.pytorch_csv import read_csv, write_csv
 from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
-from ppbook.simulate import simulate
+from ppbook.simulate import SYNC_MODES, simulate
 from ppbook.views.text import DEFAULT_WIDTH, metrics_text, needed_width, text_timeline
 
 CHUNKS = {"none": "1", "any": "v >= 1", "two": "2"}
@@ -101,6 +101,31 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="bytes of one micro-batch's activations of one device's share of the model "
         "(a chunk holds its share; adds peak bytes)",
     )
+    model.add_argument(
+        "--memory-limit",
+        type=int,
+        metavar="K",
+        help="zb-auto only: most activations a rank may hold at once, in one stage's "
+        "micro-batch activations (default p; the Zero Bubble paper's ZB-1p is K = p, ZB-2p "
+        "is K = 2p)",
+    )
+    run_group = parser.add_argument_group("several training steps")
+    run_group.add_argument(
+        "--steps",
+        type=int,
+        default=1,
+        metavar="N",
+        help="training steps in a row (default 1); the metrics add the period, the "
+        "steady-state step time",
+    )
+    run_group.add_argument(
+        "--sync",
+        choices=tuple(SYNC_MODES),
+        default="optimizer",
+        help="what joins the steps: optimizer (default): every rank waits for the whole "
+        "previous step; none: post-validation, a rank goes on as soon as its own work and "
+        "inputs allow",
+    )
     sizes = parser.add_argument_group("limits (refused up front, before building)")
     sizes.add_argument(
         "--max-stages",
@@ -142,12 +167,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def load_schedule(args: argparse.Namespace) -> Schedule:
-    """The schedule the arguments ask for: built by name, or read from a CSV file."""
+def load_schedule(args: argparse.Namespace, costs: Costs | None = None) -> Schedule:
+    """The schedule the arguments ask for: built by name, or read from a CSV file.
+
+    ``costs`` go to the builders that plan with them (zb-auto).
+    """
     if args.from_csv is not None:
         given = [
-            f"--{n}"
-            for n in ("schedule", "stages", "microbatches", "chunks")
+            f"--{n.replace('_', '-')}"
+            for n in ("schedule", "stages", "microbatches", "chunks", "memory_limit")
             if getattr(args, n) is not None
         ]
         if given:
@@ -158,7 +186,10 @@ def load_schedule(args: argparse.Namespace) -> Schedule:
     missing = [f"--{n}" for n in ("stages", "microbatches") if getattr(args, n) is None]
     if missing:
         raise ValueError(f"--schedule {args.schedule} needs {' and '.join(missing)}")
-    return build(args.schedule, args.stages, args.microbatches, args.chunks)
+    extra = {} if args.memory_limit is None else {"memory_limit": args.memory_limit}
+    if args.schedule == "zb-auto":
+        extra["costs"] = costs
+    return build(args.schedule, args.stages, args.microbatches, args.chunks, **extra)
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -190,9 +221,9 @@ def run(args: argparse.Namespace) -> int:
     costs = Costs.parse(args.costs, comm=args.comm, activation_bytes=args.activation_bytes)
     chosen = {"stages": args.max_stages, "microbatches": args.max_microbatches}
     with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
-        schedule = load_schedule(args)
+        schedule = load_schedule(args, costs)
         check_sizes(args, schedule)
-        timeline = simulate(schedule, costs)
+        timeline = simulate(schedule, costs, steps=args.steps, sync=args.sync)
     metrics = timeline.metrics()  # refuses results that are not finite numbers
     if args.json:
         print(json.dumps(metrics, allow_nan=False))
@@ -251,19 +282,21 @@ def check_sizes(args: argparse.Namespace, schedule: Schedule | None = None) -> N
     actions (F and B) per stage chunk and micro-batch; a built or read schedule counts its
     own.
     """
-    for flag in ("max_stages", "max_microbatches", "max_actions"):
+    for flag in ("max_stages", "max_microbatches", "max_actions", "steps"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if schedule is not None:
-        p, stages, m = schedule.num_ranks, schedule.num_stages, schedule.num_microbatches
-        actions, counted = len(schedule), "actions"
+        p, stages = schedule.num_ranks, schedule.num_stages
+        m = schedule.num_microbatches * args.steps
+        actions = len(schedule) * args.steps
+        counted = "actions" if args.steps == 1 else f"actions in {args.steps} steps"
     elif args.schedule in SCHEDULES and args.stages is not None and args.microbatches is not None:
         rule = SCHEDULES[args.schedule].chunks
         chunks = {"none": 1, "two": 2}.get(rule, args.chunks if args.chunks is not None else 2)
-        p, m = args.stages, args.microbatches
+        p, m = args.stages, args.microbatches * args.steps
         stages = p * max(1, chunks)
         actions = 2 * stages * m
-        counted = "actions at least (F and B for each stage chunk and micro-batch)"
+        counted = "actions at least (F and B for each stage chunk and micro-batch of each step)"
     else:
         return
     for value, flag, what in (

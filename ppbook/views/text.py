@@ -110,22 +110,36 @@ def _draw(timeline: Timeline, width: int) -> list[str] | None:
 
 
 def metrics_text(timeline: Timeline) -> str:
-    """Makespan, both bubble conventions by name, and busy, idle and peak memory per rank."""
+    """Makespan, both bubble conventions and the Zero Bubble paper's rate by name, the period
+    when several steps ran, and busy, idle, peak memory and span per rank."""
     metrics = timeline.metrics()
     schedule = timeline.schedule
     unit = plural(timeline.time_unit)
     lines = [
         f"{schedule.name} ({timeline.source}): p = {metrics['num_ranks']} ranks, "
-        f"{schedule.num_stages} stages, m = {schedule.num_microbatches} micro-batches; "
-        f"times in {unit}",
+        f"{schedule.num_stages} stages, m = {metrics['num_microbatches']} micro-batches"
+        + (f" per step, {timeline.steps} steps; " if timeline.steps > 1 else "; ")
+        + f"times in {unit}",
         f"makespan                         {metrics['makespan']:.6g} {unit}",
         f"bubble fraction f = idle/total   {metrics['bubble_fraction']:.4f}",
         f"bubble ratio r = idle/compute    {metrics['bubble_ratio']:.4f}",
-        f"peak activations: in {ACTIVATION_UNIT} (one device's share of the model)",
+        f"Zero Bubble paper's bubble rate  {metrics['zb_bubble_rate']:.4f}"
+        + "  (1 - most compute of a rank / longest rank span"
+        + (", in the last step)" if timeline.steps > 1 else ")"),
     ]
+    if timeline.steps > 1:
+        lines += [
+            f"steps                            {timeline.steps}, sync {timeline.sync}",
+            f"period (steady-state step time)  {metrics['period']:.6g} {unit}",
+            f"bubble fraction of one period    {metrics['period_bubble_fraction']:.4f}",
+        ]
+    lines.append(f"peak activations: in {ACTIVATION_UNIT} (one device's share of the model)")
+    span = "span in the last step" if timeline.steps > 1 else "span"
     in_bytes = "peak_activation_bytes" in metrics
     lines.append(
-        "rank        busy        idle   peak activations" + ("   peak bytes" if in_bytes else "")
+        "rank        busy        idle   peak activations"
+        + ("   peak bytes" if in_bytes else "")
+        + f"   {span}"
     )
     for rank in range(metrics["num_ranks"]):
         line = (
@@ -134,5 +148,6 @@ def metrics_text(timeline: Timeline) -> str:
         )
         if in_bytes:
             line += f" {metrics['peak_activation_bytes'][rank]:>12.6g}"
+        line += f"   {metrics['rank_spans'][rank]:.6g}"
         lines.append(line)
     return "\n".join(lines)
