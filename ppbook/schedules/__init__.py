@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ppbook.costs import Costs
 from ppbook.schedule import Schedule
+from ppbook.schedules.auto import zb_auto
 from ppbook.schedules.basic import gpipe, one_f_one_b
 from ppbook.schedules.dualpipe import dualpipe, dualpipev
 from ppbook.schedules.interleaved import interleaved_1f1b, looped_bfs
@@ -68,6 +70,14 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             "Zero Bubble PP, arXiv:2401.10241",
         ),
         ScheduleSpec(
+            "zb-auto",
+            zb_auto,
+            "none",
+            "any m >= 1; --memory-limit K activations per rank (default p); "
+            "uses --costs and --comm",
+            "Zero Bubble PP sec. 3, arXiv:2401.10241",
+        ),
+        ScheduleSpec(
             "zb-v",
             zb_v,
             "two",
@@ -94,17 +104,30 @@ SCHEDULES: dict[str, ScheduleSpec] = {
 
 
 def build(
-    name: str, num_stages: int, num_microbatches: int, num_chunks: int | None = None
+    name: str,
+    num_stages: int,
+    num_microbatches: int,
+    num_chunks: int | None = None,
+    *,
+    costs: Costs | None = None,
+    memory_limit: int | None = None,
 ) -> Schedule:
     """Build the schedule called ``name`` (see :data:`SCHEDULES`) for p, m and v.
 
     ``num_stages`` is p, the number of pipeline ranks; ``num_chunks`` is v, stage chunks per
     rank (default 2 for schedules that take it; schedules with one stage per rank accept
-    only 1 or None; V-shaped ones only 2 or None).
+    only 1 or None; V-shaped ones only 2 or None). ``costs`` and ``memory_limit`` (K
+    activations per rank) go to ``zb-auto``, which builds its schedule for them; the other
+    schedules do not depend on costs and ignore them, and refuse a memory limit.
     """
     if name not in SCHEDULES:
         raise ValueError(f"unknown schedule {name!r}; choose one of {', '.join(SCHEDULES)}")
     spec = SCHEDULES[name]
+    if memory_limit is not None and spec.build is not zb_auto:
+        raise ValueError(
+            f"only zb-auto takes a memory limit; {name} has a fixed order (got "
+            f"memory_limit = {memory_limit})"
+        )
     if spec.chunks == "any":
         v = 2 if num_chunks is None else check_int(name, "num_chunks", num_chunks)
         return spec.build(num_stages, num_microbatches, v)
@@ -113,6 +136,8 @@ def build(
         raise ValueError(
             f"{name} runs exactly {allowed} chunk(s) per rank, got num_chunks = {num_chunks}"
         )
+    if spec.build is zb_auto:
+        return zb_auto(num_stages, num_microbatches, costs, memory_limit)
     return spec.build(num_stages, num_microbatches)
 
 
@@ -126,6 +151,7 @@ __all__ = [
     "looped_bfs",
     "zb_h1",
     "zb_h2",
+    "zb_auto",
     "zb_v",
     "dualpipe",
     "dualpipev",
