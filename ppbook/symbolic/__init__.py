@@ -25,6 +25,7 @@ sympy and, of ppbook, only :mod:`ppbook.checks`: never torch, never matplotlib, 
 the schedules or the simulator.
 """
 
+from ppbook.symbolic.activations import activation_formulas
 from ppbook.symbolic.bubble import (
     bubble_fraction,
     bubble_fraction_of,
@@ -84,6 +85,7 @@ __all__ = [
     "DERIVED",
     "PUBLISHED",
     "Formula",
+    "activation_formulas",
     "backward_finish",
     "backward_recurrence_residuals",
     "bubble_at_microbatches_per_stage",
