@@ -91,16 +91,53 @@ def test_cli_json_reports_the_papers_bubble_rate(capsys, index, schedule):
     assert 1 - compute / max(spans) == pytest.approx(metrics["zb_bubble_rate"])
 
 
-def test_zb_auto_comes_within_tolerance_of_the_papers_zb_1p_and_zb_2p():
+@pytest.fixture(scope="module")
+def automatic():
     rows = reproduce_table5(AUTOMATIC)
-    assert len(rows) == len(AUTOMATIC_CASES)
-    behind = [
-        f"{r.model} p={r.num_stages} m={r.num_microbatches} {r.schedule}: "
-        f"ours {r.ours:.4f}, paper {r.paper}"
-        for r in rows
-        if r.ours > r.paper + TOLERANCE
+    return {((r.model, r.num_stages, r.num_microbatches), r.schedule): r for r in rows}
+
+
+def _behind(automatic, name):
+    return [
+        f"{key}: ours {r.ours:.4f}, paper {r.paper}"
+        for (key, schedule), r in automatic.items()
+        if schedule == name and r.ours > r.paper + TOLERANCE
     ]
-    assert not behind, "zb-auto is more than 0.005 behind the paper: " + "; ".join(behind)
+
+
+def test_zb_auto_within_p_activations_matches_the_papers_zb_1p(automatic):
+    assert not _behind(automatic, "ZB-1p"), "zb-auto (K = p) is more than 0.005 behind ZB-1p"
+
+
+def _span_bound(row, limit):
+    """Longest rank span of any schedule holding at most ``limit`` activations per rank,
+    each from its F to its W, for equal stages: rank 0 waits for the chain of F and I
+    through every stage, the last rank ends its last I after m(F+I) and at least
+    m - limit of its W, and rank 0 still runs one W (also at least the work m(F+I+W))."""
+    p, m, c = row.num_stages, row.num_microbatches, row.comm
+    chain = (p - 1) * (row.F + row.I + 2 * c) + m * (row.F + row.I)
+    return max(m * (row.F + row.I + row.W), chain + (m - min(limit, m)) * row.W + row.W)
+
+
+@pytest.mark.parametrize("index", range(12), ids=[f"{c[0]}-m{c[2]}" for c in CONFIGURATIONS])
+def test_zb_2p_gap_is_the_memory_model_not_the_scheduler(automatic, index):
+    """Held whole until its W, an activation makes 2p too few for the paper's ZB-2p: every
+    such schedule's rate is at least the bound's, above the paper's; zb-auto reaches it."""
+    row = table9()[index]
+    reproduced = automatic[(CONFIGURATIONS[index], "ZB-2p")]
+    work = row.num_microbatches * (row.F + row.I + row.W)
+    best_possible = 1 - work / _span_bound(row, 2 * row.num_stages)
+    assert reproduced.paper < best_possible - TOLERANCE
+    assert reproduced.ours == pytest.approx(best_possible, abs=1e-9)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ppbook holds an activation whole until its W; the paper's ZB-2p counts only "
+    "M_W < M_B for it (Table 1), so 2p M_B admits more waiting W passes (issue 8)",
+)
+def test_zb_auto_within_2p_activations_comes_within_tolerance_of_the_papers_zb_2p(automatic):
+    assert not _behind(automatic, "ZB-2p"), "zb-auto (K = 2p) is more than 0.005 behind ZB-2p"
 
 
 def test_missing_data_folder_says_to_run_from_a_clone(monkeypatch, tmp_path):
