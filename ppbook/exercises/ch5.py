@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.schedule import OverlapFB, Schedule
+from ppbook.schedule import Schedule
 from ppbook.schedules import dualpipe, dualpipev, one_f_one_b, zb_h1, zb_v
 from ppbook.simulate import simulate
 from ppbook.symbolic import formulas
@@ -47,10 +47,7 @@ def pairs_apart(schedule: Schedule) -> Schedule:
     The same order on every rank; only the pairs come apart, so each half runs as soon as
     its own input is there instead of waiting for the other's.
     """
-    rows = [
-        [part for step in row for part in (step.parts if isinstance(step, OverlapFB) else (step,))]
-        for row in schedule.actions
-    ]
+    rows = [[part for step in row for part in step.parts] for row in schedule.actions]
     return Schedule(
         rows,
         schedule.stage_to_rank,
@@ -74,7 +71,8 @@ def overlap_breakeven(p: int, m: int, f: float, i: float, w: float) -> float:
     """The largest F&B at which DualPipe(p, m) with its pairs overlapped is no slower than
     the same order with every pair run apart (:func:`pairs_apart`), under F, I, W.
 
-    The paired makespan grows with F&B; found by bisection on the simulator.
+    The paired makespan grows with F&B; found by bisection on the simulator, between 0
+    and F + B (the most a pair that saves nothing takes).
     """
     apart = simulate(pairs_apart(dualpipe(p, m)), Costs(F=f, I=i, W=w)).makespan
 
