@@ -296,3 +296,7 @@ def test_bad_input_is_refused_in_one_line(make, words):
     with pytest.raises(ValueError, match=words) as refused:
         make()
     assert "\n" not in str(refused.value)
+
+
+def test_numeric_and_symbolic_layers_know_the_same_recomputation_modes():
+    assert memory.RECOMPUTE == st.RECOMPUTE

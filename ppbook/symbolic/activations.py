@@ -101,6 +101,7 @@ def _check_parallel(tensor_parallel: bool, sequence_parallel: bool, recompute: s
         )
 
 
+@cache
 def layer_activation_bytes(
     tensor_parallel: bool = False, sequence_parallel: bool = False, recompute: str = "none"
 ) -> sp.Expr:

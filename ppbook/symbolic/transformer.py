@@ -25,6 +25,7 @@ Element-wise work (softmax, GeLU, LayerNorm, dropout) is left out, as in both pa
 """
 
 from dataclasses import dataclass
+from functools import cache
 
 import sympy as sp
 
@@ -64,6 +65,7 @@ WEIGHTS: tuple[Weight, ...] = (
 """A GPT layer's parameters (Megatron-LM's tensor-parallel split: column then row)."""
 
 
+@cache
 def layer_parameters(tensor_parallel: bool = False) -> sp.Expr:
     """Parameters of one layer on one tensor-parallel rank: 12h^2 + 13h at f = 4, t = 1."""
     total = sp.Integer(0)
@@ -72,6 +74,7 @@ def layer_parameters(tensor_parallel: bool = False) -> sp.Expr:
     return sp.expand(total)
 
 
+@cache
 def model_parameters(tied_embeddings: bool = True, position_embeddings: bool = True) -> sp.Expr:
     """All parameters: L layers, word embeddings V h, learned positions s h, a final
     LayerNorm 2h, and an output head V h unless tied to the word embeddings."""
