@@ -2,4 +2,5 @@
 
 - ``ppbook.widgets.bubble``: chapter 1's bubble explorer, p and m sliders.
 - ``ppbook.widgets.timeline``: chapter 2's schedule explorer: schedule, p, m, v and costs.
+- ``ppbook.widgets.zero_bubble``: chapter 4's zb-auto explorer: memory limit K, p, m, costs.
 """
