@@ -19,9 +19,24 @@ pass in ``cost * share`` with ``share = num_ranks / len(route)``
 different v fairly. ``activation_bytes`` follows the same convention (bytes of one
 micro-batch's activations of one device's share); the transfer cost is not scaled.
 
-Every dependency that crosses ranks pays a transfer time ``comm + comm_bytes / bandwidth``.
-The transfer delays the receiver but does not occupy either rank (communication overlaps
-compute), so GPipe's makespan grows by ``2 (p - 1) * transfer``.
+Every dependency that crosses ranks pays a transfer time ``comm + comm_bytes / bandwidth``:
+``comm`` is the latency, ``comm_bytes`` the size of one message (one stage boundary's
+activation or gradient, :func:`ppbook.links.boundary_bytes`) and ``bandwidth`` the link's
+bytes per time unit. By default the transfer delays the receiver but does not occupy
+either rank or the link (communication overlaps compute, and messages never queue), so
+GPipe's makespan grows by ``2 (p - 1) * transfer``. Three fields refine this
+(:mod:`ppbook.links` says what a link is):
+
+- ``topology``: a :class:`~ppbook.links.Topology` gives each pair of ranks its link (a
+  fast one inside a node, a slower one across nodes); its links' latencies and bandwidths
+  replace ``comm`` and ``bandwidth``;
+- ``contention``: messages on the same link (one direction between two ranks) queue in
+  the order the sender runs the actions that send them; each holds the link for its
+  serialisation ``comm_bytes / bandwidth``, and arrives ``latency`` after it has left;
+- ``overlap_send=False``: the sender sends its output itself when the action's compute
+  ends, and is busy until the bytes have left (their serialisation, after the messages
+  queued before them on that link under contention): the action's interval on the
+  timeline covers its compute and this send. The latency never occupies the sender.
 
 Every number goes through :mod:`ppbook.checks` (``int``, ``float``, ``Fraction``,
 ``Decimal`` and numpy scalars are accepted; ``bool``, strings, NaN and infinity are not)
@@ -34,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ppbook.checks import as_quantity, finite_result, is_real, shown
+from ppbook.links import Link, Topology
 
 Cost = float | Sequence[float]
 KEYS = ("F", "B", "I", "W", "FB")
@@ -48,6 +64,8 @@ class Costs:
     same for every stage) or a list with one number per stage, stored as a ``float`` or a
     tuple of floats. Costs are for one device's share of the model (see the module's
     docstring); ``comm`` is the time of one transfer, ``comm_bytes / bandwidth`` adds to it.
+    ``topology``, ``contention`` and ``overlap_send`` are the communication model's
+    refinements (the module's docstring); the defaults keep the plain transfer time.
     """
 
     F: Cost = 1.0
@@ -59,6 +77,9 @@ class Costs:
     comm_bytes: float = 0.0
     bandwidth: float | None = None
     activation_bytes: Cost | None = None
+    topology: Topology | None = None
+    contention: bool = False
+    overlap_send: bool = True
 
     def __post_init__(self) -> None:
         for name in (*KEYS, "activation_bytes"):
@@ -73,16 +94,53 @@ class Costs:
                 self.bandwidth, "bandwidth (bytes per time unit)", "Costs", inclusive=False
             )
             object.__setattr__(self, "bandwidth", bandwidth)
-        elif self.comm_bytes:
+        elif self.comm_bytes and self.topology is None:
             raise ValueError("comm_bytes needs a bandwidth (bytes per time unit) to turn into time")
         if self.B is None and (self.I is None) != (self.W is None):
             raise ValueError("give both I and W (B defaults to their sum), or give B")
+        for name in ("contention", "overlap_send"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"Costs needs {name} to be True or False, got {shown(getattr(self, name))}"
+                )
+        if self.topology is not None:
+            if not isinstance(self.topology, Topology):
+                raise ValueError(
+                    f"Costs needs topology to be a ppbook.links.Topology, got "
+                    f"{type(self.topology).__name__}"
+                )
+            if self.comm or self.bandwidth is not None:
+                raise ValueError(
+                    "with a topology, its links give the latency and the bandwidth: leave "
+                    f"comm and bandwidth unset (got comm={self.comm:g}, "
+                    f"bandwidth={self.bandwidth})"
+                )
 
     @property
     def transfer(self) -> float:
-        """Time of one point-to-point transfer between ranks."""
+        """Time of one point-to-point transfer between ranks on an idle link.
+
+        ``comm + comm_bytes / bandwidth``; with a topology, the time on its slowest link.
+        """
+        if self.topology is not None:
+            return max(link.time(self.comm_bytes) for link in self.topology.links)
         extra = self.comm_bytes / self.bandwidth if self.bandwidth else 0.0
         return finite_result(self.comm + extra, "the transfer time comm + comm_bytes / bandwidth")
+
+    @property
+    def per_link(self) -> bool:
+        """Whether the simulator must time each transfer on its link (not the plain default).
+
+        True with a topology, with contention, or when sends do not overlap compute.
+        """
+        return self.topology is not None or self.contention or not self.overlap_send
+
+    def link(self, sender: int, receiver: int) -> Link:
+        """The link from rank ``sender`` to rank ``receiver``: the topology's, or one link
+        of latency ``comm`` and ``bandwidth`` between every pair of ranks."""
+        if self.topology is not None:
+            return self.topology.link(sender, receiver)
+        return Link(latency=self.comm, bandwidth=self.bandwidth)
 
     def per_stage(self, num_stages: int, share: float = 1.0) -> dict[str, list[float] | None]:
         """Resolve defaults: ``{"F": [...], "B": [...], "I": [...], "W": [...], "FB": None}``.

@@ -14,6 +14,22 @@ per stage, kind and route). Each chunk pass takes its cost times the schedule's
 :attr:`~ppbook.schedule.Schedule.chunk_share` (costs are for one device's share of the
 model); transfers are not scaled.
 
+Communication (:mod:`ppbook.costs`, :mod:`ppbook.links`): by default a message that crosses
+ranks arrives ``Costs.transfer`` after its sender's action ends. With a topology, with
+contention or with sends that do not overlap compute (:attr:`Costs.per_link`), each
+message is timed on its link when its sender's action ends: what it sends and to whom is
+:func:`ppbook.dependencies.sends`. A rank runs its actions in order, so the messages on
+one link (one direction between two ranks) are timed in the order their sender runs them,
+first in, first out::
+
+    leave   = max(link_free, ready) + bytes / bandwidth   # link_free = leave (contention)
+    arrival = leave + latency
+
+``ready`` is the end of the sending action's compute (after the rank's earlier sends of
+the same action, when it does not overlap them). Without contention ``link_free`` is not
+kept (messages never wait for each other); without overlap the sender is busy until
+``leave``, and its action's interval ends there.
+
 Several training steps in a row (``steps``): with ``sync="optimizer"`` every rank waits
 for the whole previous step (the all-reduce before the optimizer step), so each step is a
 copy of the first, shifted by its makespan; with ``sync="none"`` (the Zero Bubble paper's
@@ -28,6 +44,7 @@ from dataclasses import replace
 from ppbook import limits
 from ppbook.checks import as_count, shown
 from ppbook.costs import Costs
+from ppbook.dependencies import sends
 from ppbook.schedule import KINDS, Action, Schedule
 from ppbook.timeline import Timeline
 from ppbook.validate import ScheduleError, validate
@@ -95,6 +112,10 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
     per_stage = costs.per_stage(schedule.num_stages, share=schedule.chunk_share)
     fb = per_stage["FB"]
     transfer = costs.transfer
+    per_link = costs.per_link
+    if per_link:
+        arrival: list[float] = [0.0] * len(index.where)  # by part key: its message's arrival
+        send = _sender(schedule, index, costs, arrival)
     steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
     n = len(steps)
     m, num_stages = schedule.num_microbatches, schedule.num_stages
@@ -156,17 +177,21 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
             for off in deps:
                 did = where[base + off]
                 if did < 0:  # a backward that is split: I's key follows B's
-                    did = where[base + off + 1]
+                    off += 1
+                    did = where[base + off]
                 e = end[did]
                 if e < 0:
                     break  # not done yet
                 if step_rank[did] != rank:
-                    e += transfer
+                    e = arrival[base + off] if per_link else e + transfer
                 if e > t:
                     t = e
             else:  # every dependency is done: run the step
                 start[sid] = t
-                end[sid] = t_free = t + duration
+                t_free = t + duration
+                if per_link:  # time its messages on their links (busy while sending?)
+                    t_free = send(step, rank, t_free)
+                end[sid] = t_free
                 pos += 1
                 if sid in sleepers:
                     ready.extend(sleepers.pop(sid))
@@ -187,6 +212,47 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
         ),
         source="simulated",
     )
+
+
+def _sender(schedule: Schedule, index, costs: Costs, arrival: list[float]):
+    """``send(step, rank, done)``: time the messages ``step`` sends when its compute ends
+    at ``done``, recording each one's arrival under its part's key in ``arrival``; returns
+    when ``rank`` is free again (``done``, or after its sends when they do not overlap)."""
+    if costs.topology is not None:
+        costs.topology.check(schedule.num_ranks)
+    m, stage_to_rank, route_id = schedule.num_microbatches, schedule.stage_to_rank, index.route_id
+    nbytes, contention, overlap = costs.comm_bytes, costs.contention, costs.overlap_send
+    kind_index = {kind: k for k, kind in enumerate(KINDS)}
+    receivers: dict[tuple[int, int, str], int | None] = {}  # (route, stage, kind) -> rank
+    figures: dict[tuple[int, int], tuple[float, float]] = {}  # link -> latency, serialisation
+    link_free: dict[tuple[int, int], float] = {}  # link -> when its last message has left
+
+    def send(step, rank: int, done: float) -> float:
+        free = done
+        for part in step.parts:
+            stage, kind, mb = part
+            where = (route_id[mb], stage, kind)
+            if where not in receivers:
+                target = sends(schedule, stage, kind, mb)
+                receivers[where] = None if target is None else stage_to_rank[target[0]]
+            receiver = receivers[where]
+            if receiver is None or receiver == rank:
+                continue  # sends nothing, or hands over on its own rank
+            pair = (rank, receiver)
+            if pair not in figures:
+                link = costs.link(rank, receiver)
+                figures[pair] = (link.latency, link.serialisation(nbytes))
+            latency, busy = figures[pair]
+            leave = (done if overlap else free) + busy
+            if contention:
+                leave = max(leave, link_free.get(pair, 0.0) + busy)
+                link_free[pair] = leave
+            if not overlap:
+                free = leave
+            arrival[(stage * m + mb) * 4 + kind_index[kind]] = leave + latency
+        return free
+
+    return send
 
 
 def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 from ppbook import limits
+from ppbook.cli import communication
 from ppbook.costs import Costs
 from ppbook.limits import capped
 from ppbook.pytorch_csv import read_csv, write_csv
@@ -92,7 +93,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--comm",
         type=float,
         default=0.0,
-        help="transfer time added to every dependency that crosses ranks (default 0)",
+        help="latency of every transfer between ranks (inside a node with "
+        "--devices-per-node; default 0); see the communication options",
     )
     model.add_argument(
         "--activation-bytes",
@@ -109,6 +111,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "micro-batch activations (default p; the Zero Bubble paper's ZB-1p is K = p, ZB-2p "
         "is K = 2p)",
     )
+    communication.add_options(parser)
     run_group = parser.add_argument_group("several training steps")
     run_group.add_argument(
         "--steps",
@@ -218,7 +221,9 @@ def run(args: argparse.Namespace) -> int:
     """Simulate, print, and write the files asked for; return the exit status."""
     check_outputs(args)
     check_sizes(args)
-    costs = Costs.parse(args.costs, comm=args.comm, activation_bytes=args.activation_bytes)
+    costs = Costs.parse(
+        args.costs, activation_bytes=args.activation_bytes, **communication.costs_kwargs(args)
+    )
     chosen = {"stages": args.max_stages, "microbatches": args.max_microbatches}
     with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
         schedule = load_schedule(args, costs)

@@ -1,0 +1,203 @@
+"""Links between devices, and where each rank sits: the topology that transfers pay.
+
+Chapter 7 (communication). A point-to-point transfer of ``nbytes`` over a :class:`Link`
+takes ``latency + nbytes / bandwidth``: ``nbytes / bandwidth`` is its *serialisation*,
+the time the bytes take to leave the sender over the link (the part that occupies the
+link, so that messages behind it on the same link wait), and ``latency`` is the time from
+then until the receiver has them (a message in flight does not hold the link: the next
+one may start serialising at once). This is the usual latency-bandwidth ("alpha-beta")
+model, with LogP's rule that only the bandwidth term occupies the link (Culler et al.
+1993).
+
+A :class:`Topology` says which link a pair of ranks uses: nodes of ``devices_per_node``
+devices joined inside a node by a fast link (NVLink, PCIe) and across nodes by a slower
+one (InfiniBand, Ethernet), and the device each rank runs on (rank r on device r unless
+``placement`` says otherwise; device d is on node ``d // devices_per_node``). So a
+stage placement across nodes decides which stage boundaries pay the slow link: p = 16
+ranks on two nodes of 8 cross nodes between ranks 7 and 8 only.
+
+Bandwidths are in bytes per time unit of the costs and latencies in time units, as the
+simulator knows no seconds; :meth:`Link.from_gb_per_s` converts the nominal figures of
+``data/links.csv`` (GB/s, 1 GB = 10^9 bytes, per direction; :func:`nominal_links` reads
+them from a clone of the repository). :func:`boundary_bytes` is
+the size of the message that crosses one stage boundary of a transformer: b x s x h
+elements (the activation forward, the gradient of the same shape backward).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from ppbook.checks import as_count, as_quantity, finite_result, shown
+
+LINKS_CSV = Path(__file__).resolve().parents[1] / "data" / "links.csv"
+"""Nominal link figures with their sources: the ``data/`` folder of a clone (not installed)."""
+
+
+def boundary_bytes(microbatch_size: int, seq_len: int, hidden: int, dtype_bytes: float) -> float:
+    """Bytes of one message across a stage boundary: b x s x h x bytes per element.
+
+    A transformer's stage hands the next one its hidden states, a (b, s, h) tensor, and
+    gets back their gradient, the same shape; 2 bytes per element in bf16 or fp16.
+    """
+    b = as_count(microbatch_size, "microbatch_size", "boundary_bytes")
+    s = as_count(seq_len, "seq_len", "boundary_bytes")
+    h = as_count(hidden, "hidden", "boundary_bytes")
+    size = as_quantity(dtype_bytes, "dtype_bytes", "boundary_bytes", inclusive=False)
+    return finite_result(float(b * s * h) * size, "the message size b * s * h * dtype_bytes")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One direction of a point-to-point link: ``latency`` (time units) and ``bandwidth``.
+
+    ``bandwidth`` is in bytes per time unit, or None for a link whose bandwidth is not
+    modelled (a transfer then takes ``latency`` alone, whatever its size). ``name`` is
+    for messages and plots only.
+    """
+
+    latency: float = 0.0
+    bandwidth: float | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "latency", as_quantity(self.latency, "latency", "Link"))
+        if self.bandwidth is not None:
+            bandwidth = as_quantity(
+                self.bandwidth, "bandwidth (bytes per time unit)", "Link", inclusive=False
+            )
+            object.__setattr__(self, "bandwidth", bandwidth)
+        if not isinstance(self.name, str):
+            raise ValueError(f"Link needs name to be a string, got {shown(self.name)}")
+
+    def serialisation(self, nbytes: float) -> float:
+        """Time ``nbytes`` take to leave the sender: ``nbytes / bandwidth`` (0 if unlimited)."""
+        if self.bandwidth is None:
+            return 0.0
+        return finite_result(nbytes / self.bandwidth, "the serialisation time bytes / bandwidth")
+
+    def time(self, nbytes: float) -> float:
+        """Time of one transfer of ``nbytes`` on an idle link: ``latency + nbytes / bandwidth``."""
+        return finite_result(self.latency + self.serialisation(nbytes), "the transfer time")
+
+    @classmethod
+    def from_gb_per_s(
+        cls, gb_per_s: float, latency_us: float = 0.0, *, time_unit_s: float, name: str = ""
+    ) -> Link:
+        """A link from nominal figures: GB/s per direction (10^9 bytes) and microseconds.
+
+        ``time_unit_s`` is how many seconds one time unit of the costs is (1e-3 when the
+        costs are in milliseconds), so that bandwidth and latency come out in that unit.
+        """
+        rate = as_quantity(gb_per_s, "gb_per_s", "Link.from_gb_per_s", inclusive=False)
+        micro = as_quantity(latency_us, "latency_us", "Link.from_gb_per_s")
+        unit = as_quantity(time_unit_s, "time_unit_s", "Link.from_gb_per_s", inclusive=False)
+        return cls(
+            latency=finite_result(micro * 1e-6 / unit, "the latency in time units"),
+            bandwidth=finite_result(rate * 1e9 * unit, "the bandwidth in bytes per time unit"),
+            name=name,
+        )
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Which :class:`Link` joins each pair of ranks.
+
+    ``intra_node`` joins devices of one node; ``inter_node`` joins devices of different
+    nodes, each node holding ``devices_per_node`` devices (give both, or neither: then
+    every device is on one node). ``placement[rank]`` is the device of each rank (default
+    rank r on device r); given, it names one distinct device for every rank of the
+    schedule (:meth:`check`). Each direction between two ranks is its own link: messages
+    from rank a to rank b queue behind each other, not behind those from b to a.
+    """
+
+    intra_node: Link
+    inter_node: Link | None = None
+    devices_per_node: int | None = None
+    placement: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("intra_node", "inter_node"):
+            value = getattr(self, name)
+            if not isinstance(value, Link) and not (name == "inter_node" and value is None):
+                raise ValueError(
+                    f"Topology needs {name} to be a ppbook.links.Link, got "
+                    f"{type(value).__name__}; for example Link(latency=0.01, bandwidth=1e6)"
+                )
+        if (self.devices_per_node is None) != (self.inter_node is None):
+            raise ValueError(
+                "Topology needs devices_per_node and inter_node together (nodes of that many "
+                "devices joined by the inter-node link), or neither (one node)"
+            )
+        if self.devices_per_node is not None:
+            count = as_count(self.devices_per_node, "devices_per_node", "Topology")
+            object.__setattr__(self, "devices_per_node", count)
+        if self.placement is not None:
+            if isinstance(self.placement, str | bytes) or not hasattr(self.placement, "__iter__"):
+                raise ValueError(
+                    "Topology needs placement to be a list of devices, one per rank, got "
+                    f"{shown(self.placement)}"
+                )
+            devices = tuple(
+                as_count(d, f"placement[{r}] (a device)", "Topology", minimum=0)
+                for r, d in enumerate(self.placement)
+            )
+            seen: dict[int, int] = {}
+            for rank, device in enumerate(devices):
+                if device in seen:
+                    raise ValueError(
+                        f"Topology placement puts ranks {seen[device]} and {rank} on device "
+                        f"{device}: give each rank its own device"
+                    )
+                seen[device] = rank
+            object.__setattr__(self, "placement", devices)
+
+    def check(self, num_ranks: int) -> None:
+        """Refuse a placement that does not give exactly one device to each of ``num_ranks``."""
+        if self.placement is not None and len(self.placement) != num_ranks:
+            raise ValueError(
+                f"Topology placement gives devices for {len(self.placement)} ranks, but the "
+                f"schedule has {num_ranks}: give one device per rank"
+            )
+
+    def device(self, rank: int) -> int:
+        """The device ``rank`` runs on."""
+        return rank if self.placement is None else self.placement[rank]
+
+    def node(self, rank: int) -> int:
+        """The node ``rank``'s device is on (0 when there is one node)."""
+        if self.devices_per_node is None:
+            return 0
+        return self.device(rank) // self.devices_per_node
+
+    def link(self, sender: int, receiver: int) -> Link:
+        """The link from rank ``sender`` to rank ``receiver``."""
+        if self.inter_node is not None and self.node(sender) != self.node(receiver):
+            return self.inter_node
+        return self.intra_node
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """The distinct links of this topology."""
+        return (self.intra_node,) if self.inter_node is None else (self.intra_node, self.inter_node)
+
+
+def nominal_links(path: Path | str = LINKS_CSV) -> dict[str, float]:
+    """Each link of ``data/links.csv`` and its nominal bandwidth, GB/s in each direction.
+
+    For :meth:`Link.from_gb_per_s`: ``Link.from_gb_per_s(nominal_links()["NVLink 4"],
+    time_unit_s=1e-3)``. ``data/README.md`` says where each figure comes from.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"cannot find {shown(str(path))}: the data/ folder comes with a clone of the "
+            "repository, not with the installed package"
+        )
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return {row["link"]: float(row["GB_per_s_each_direction"]) for row in rows}
