@@ -69,9 +69,9 @@ class ModelShape:
     bytes_per_element: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "vocab", "seq_len", "ffn_multiple"):
-            as_count(getattr(self, name), name, "ModelShape")
-        as_count(self.bytes_per_element, "bytes_per_element", "ModelShape")
+        counts = ("layers", "hidden", "heads", "vocab", "seq_len", "ffn_multiple")
+        for name in (*counts, "bytes_per_element"):
+            object.__setattr__(self, name, as_count(getattr(self, name), name, "ModelShape"))
         _flag(self.tied_embeddings, "tied_embeddings", "ModelShape")
         _flag(self.position_embeddings, "position_embeddings", "ModelShape")
         if self.hidden % self.heads:
@@ -96,7 +96,7 @@ class Parallel:
 
     def __post_init__(self) -> None:
         for name in ("tp", "dp", "microbatch_size"):
-            as_count(getattr(self, name), name, "Parallel")
+            object.__setattr__(self, name, as_count(getattr(self, name), name, "Parallel"))
         _flag(self.sp, "sp", "Parallel")
         if self.zero not in (0, 1) or isinstance(self.zero, bool):
             raise ValueError(
@@ -150,8 +150,15 @@ def layers_of(shape: ModelShape, layers_per_part) -> list[int]:
 # ----- parameters ---------------------------------------------------------------------
 
 
+def _tp(shape: ModelShape, tp: int, owner: str) -> int:
+    tp = as_count(tp, "tp", owner)
+    check_fit(shape, Parallel(tp=tp))
+    return tp
+
+
 def layer_parameters(shape: ModelShape, tp: int = 1) -> int:
     """Parameters of one layer on one of ``tp`` tensor-parallel ranks."""
+    tp = _tp(shape, tp, "layer_parameters")
     h, f = shape.hidden, shape.ffn_multiple
     split = (4 + 2 * f) * h * h + (3 + f) * h  # QKV, projection, MLP weights; split biases
     return split // tp + 6 * h  # + projection and MLP-out biases, two LayerNorms
@@ -159,12 +166,14 @@ def layer_parameters(shape: ModelShape, tp: int = 1) -> int:
 
 def embedding_parameters(shape: ModelShape, tp: int = 1) -> int:
     """Word embeddings (``ceil(vocab/tp)`` rows) and learned position embeddings."""
+    tp = _tp(shape, tp, "embedding_parameters")
     position = shape.seq_len * shape.hidden if shape.position_embeddings else 0
     return -(-shape.vocab // tp) * shape.hidden + position
 
 
 def head_parameters(shape: ModelShape, tp: int = 1) -> int:
     """The output head's ``ceil(vocab/tp)`` rows, or the tied word embeddings' copy."""
+    tp = _tp(shape, tp, "head_parameters")
     return -(-shape.vocab // tp) * shape.hidden
 
 
@@ -198,7 +207,7 @@ def static_bytes(num_parameters: int, parallel: Parallel) -> dict[str, float]:
     }
 
 
-# ----- activations and FLOPs ----------------------------------------------------------
+# ----- activations --------------------------------------------------------------------
 
 
 def layer_activation_bytes(shape: ModelShape, parallel: Parallel) -> float:
@@ -298,7 +307,9 @@ def peak_memory(
     The activations are what ``timeline`` keeps in flight, each stage's micro-batch
     weighing :func:`part_activation_bytes` of its model part (any timeline of the schedule:
     its own ``activation_bytes`` are replaced). ``layers_per_part`` defaults to
-    :func:`split_layers` over the parts of a micro-batch's route.
+    :func:`split_layers` over the parts of a micro-batch's route. Not counted: the one
+    layer whose activations a recomputing backward rebuilds for a moment, temporary and
+    communication buffers, the allocator's fragmentation.
     """
     schedule = timeline.schedule
     layers = parts_of(schedule, shape, layers_per_part)

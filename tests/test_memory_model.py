@@ -300,3 +300,9 @@ def test_bad_input_is_refused_in_one_line(make, words):
 
 def test_numeric_and_symbolic_layers_know_the_same_recomputation_modes():
     assert memory.RECOMPUTE == st.RECOMPUTE
+
+
+@pytest.mark.parametrize("tp", [0, 3, 2.0])
+def test_parameters_refuse_a_tensor_parallel_size_that_does_not_split_the_heads(tp):
+    with pytest.raises(ValueError, match="tp"):
+        memory.layer_parameters(SMALL, tp)

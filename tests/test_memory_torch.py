@@ -34,7 +34,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 from ppbook.symbolic.activations import layer_activation_bytes  # noqa: E402
-from ppbook.symbolic.transformer import a, b, e, f, h, s  # noqa: E402
+from ppbook.symbolic.transformer import a, b, e, f, h, s, t  # noqa: E402
 
 BATCH, SEQ, HIDDEN, HEADS = 2, 8, 16, 4
 DROPOUT = 0.1
@@ -43,16 +43,17 @@ DROPOUT = 0.1
 class Layer(torch.nn.Module):
     """A GPT layer with the structure the count assumes (batch first: (b, s, h))."""
 
-    def __init__(self, hidden: int, heads: int, ffn: int, dtype) -> None:
+    def __init__(self, hidden: int, heads: int, ffn: int, dtype, tp: int = 1) -> None:
         super().__init__()
         kw = {"dtype": dtype}
-        self.heads = heads
+        self.heads, self.head_dim = heads // tp, hidden // heads
+        width = self.heads * self.head_dim  # h / tp: this rank's heads
         self.norm1 = torch.nn.LayerNorm(hidden, **kw)
-        self.qkv = torch.nn.Linear(hidden, 3 * hidden, **kw)
-        self.proj = torch.nn.Linear(hidden, hidden, **kw)
+        self.qkv = torch.nn.Linear(hidden, 3 * width, **kw)  # column-parallel
+        self.proj = torch.nn.Linear(width, hidden, **kw)  # row-parallel
         self.norm2 = torch.nn.LayerNorm(hidden, **kw)
-        self.fc1 = torch.nn.Linear(hidden, ffn * hidden, **kw)
-        self.fc2 = torch.nn.Linear(ffn * hidden, hidden, **kw)
+        self.fc1 = torch.nn.Linear(hidden, ffn * hidden // tp, **kw)  # column-parallel
+        self.fc2 = torch.nn.Linear(ffn * hidden // tp, hidden, **kw)  # row-parallel
 
     def core_attention(self, q, k, v):
         """softmax(Q K^T / sqrt(d)), dropout, times V: what selective recomputation redoes."""
@@ -61,15 +62,16 @@ class Layer(torch.nn.Module):
         return probs @ v  # (b, a, s, d)
 
     def forward(self, x, selective: bool = False):
-        batch, seq, hidden = x.shape
-        qkv = self.qkv(self.norm1(x))  # (b, s, 3h)
-        heads = qkv.view(batch, seq, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4)
-        q, k, v = heads[0], heads[1], heads[2]  # (b, a, s, d) each, views of qkv
+        batch, seq, _ = x.shape
+        qkv = self.qkv(self.norm1(x))  # (b, s, 3h/tp)
+        heads = qkv.view(batch, seq, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = heads[0], heads[1], heads[2]  # (b, a/tp, s, d) each, views of qkv
         if selective:
             ctx = checkpoint(self.core_attention, q, k, v, use_reentrant=True)
         else:
             ctx = self.core_attention(q, k, v)
-        ctx = ctx.transpose(1, 2).reshape(batch, seq, hidden)  # (b, s, h)
+        ctx = ctx.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)  # (b, s, h/tp)
+        # (with tensor parallelism an all-reduce of the projection's output, keeping nothing)
         x = x + torch.native_dropout(self.proj(ctx), DROPOUT, True)[0]
         mlp = self.fc2(F.gelu(self.fc1(self.norm2(x))))  # (b, s, h)
         return x + torch.native_dropout(mlp, DROPOUT, True)[0]
@@ -92,16 +94,16 @@ def saved_storages(layer: Layer, x, **kwargs) -> list[tuple[tuple[int, ...], int
     return list(seen.values())
 
 
-def run(dtype, ffn: int = 4, **kwargs):
+def run(dtype, ffn: int = 4, tp: int = 1, **kwargs):
     torch.manual_seed(0)
-    layer = Layer(HIDDEN, HEADS, ffn, dtype)
+    layer = Layer(HIDDEN, HEADS, ffn, dtype, tp)
     x = torch.randn(BATCH, SEQ, HIDDEN, dtype=dtype, requires_grad=True)
     return saved_storages(layer, x, **kwargs), x.element_size()
 
 
-def expected(ffn: int, size: int, **kwargs) -> int:
-    expr = layer_activation_bytes(**kwargs)
-    at = {s: SEQ, b: BATCH, h: HIDDEN, a: HEADS, f: ffn, e: size}
+def expected(ffn: int, size: int, tp: int = 1, **kwargs) -> int:
+    expr = layer_activation_bytes(tensor_parallel=tp > 1, **kwargs)
+    at = {s: SEQ, b: BATCH, h: HIDDEN, a: HEADS, f: ffn, e: size, t: tp}
     return int(expr.subs(at))
 
 
@@ -119,6 +121,20 @@ def test_saved_bytes_match_the_count(dtype, ffn):
     assert len(stats) == 4  # mean and 1/std of two LayerNorms
     assert all(n <= 4 * BATCH * SEQ for n in stats)  # at most 4 bytes a token each
     assert rest == expected(ffn, size)  # everything else, to the byte
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_one_tensor_parallel_rank_keeps_the_tp_count(tp):
+    # one rank's share of the layer: a/tp heads, MLP width f h/tp; LayerNorms, dropouts
+    # after attention and MLP, and the first linears' inputs whole (the replicated region)
+    storages, size = run(torch.bfloat16, tp=tp)
+    stats, rest = split_norm_statistics(storages, size)
+    assert len(stats) == 4
+    assert (
+        rest
+        == expected(4, size, tp)
+        == SEQ * BATCH * HIDDEN * (10 + 24 / tp + 5 * HEADS * SEQ / (HIDDEN * tp))
+    )
 
 
 def test_paper_form_at_16_bit():
