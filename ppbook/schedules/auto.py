@@ -69,15 +69,16 @@ class _Rounds:
     # ----- placing one pass -------------------------------------------------------------
 
     def _run(self, r: int, kind: str, j: int, ready: float, cost: float) -> float:
-        free = self.free[r]
-        start = ready if ready > free else free
-        if self.rows[r]:
-            self.idle[r] += start - free
-            self.most_idle = max(self.most_idle, self.idle[r])
-        else:
-            self.first[r] = start
+        start, row = self.free[r], self.rows[r]
+        if not row:
+            start = self.first[r] = ready if ready > start else start
+        elif ready > start:  # the rank waits for its input
+            idle = self.idle[r] = self.idle[r] + ready - start
+            if idle > self.most_idle:
+                self.most_idle = idle
+            start = ready
         end = self.free[r] = start + cost
-        self.rows[r].append((r, kind, j))
+        row.append((r, kind, j))
         return end
 
     def forward(self, r: int) -> None:
@@ -85,7 +86,8 @@ class _Rounds:
         ready = self.f_end[(r - 1) * self.m + j] + self.comm if r else 0.0
         self.f_end[r * self.m + j] = self._run(r, "F", j, ready, self.F[r])
         self.nf[r] = j + 1
-        self.peak[r] = max(self.peak[r], j + 1 - self.nw[r])
+        if j + 1 - self.nw[r] > self.peak[r]:
+            self.peak[r] = j + 1 - self.nw[r]
 
     def input_grad(self, r: int) -> None:
         j = self.ni[r]
