@@ -109,8 +109,9 @@ def layer_activation_bytes(
 
     Sharded tensors divide by ``t`` with tensor parallelism, replicated ones only with
     sequence parallelism too; ``"selective"`` drops the core-attention tensors;
-    ``"full"`` keeps only the layer's input, ``e s b h`` (divided by ``t`` with sequence
-    parallelism, where the input between layers is already split along the sequence).
+    ``"full"`` keeps only the layer's input, ``e s b h`` (Table 2's 2sbh; divided by ``t``
+    with sequence parallelism, where the input between layers is already split along the
+    sequence).
     """
     _check_parallel(tensor_parallel, sequence_parallel, recompute)
     kept = SAVED[:1] if recompute == "full" else SAVED
@@ -130,7 +131,8 @@ def embedding_activation_bytes(sequence_parallel: bool = False) -> sp.Expr:
 
 def output_activation_bytes(sequence_parallel: bool = False) -> sp.Expr:
     """The last stage's extra per micro-batch (sec. 4.3): the final LayerNorm's input, the
-    output projection's input, and the 32-bit logits the loss needs (vocabulary split over t)."""
+    output projection's input, and the 32-bit logits the loss needs (vocabulary split over
+    ``t``; put t = 1 without tensor parallelism)."""
     replicated = 2 * e * s * b * h / (t if sequence_parallel else 1)
     return replicated + 4 * s * b * V / t
 
