@@ -3,7 +3,11 @@
 The independent answer is the paper: its bubble rates, computed by the authors from the
 profiled times of Table 9 (``data/``). 1F1B, ZB-H1 and ZB-H2 must round to the paper's
 four decimals in all twelve configurations; ``zb-auto`` under the memory limits p and 2p
-(the paper's ZB-1p and ZB-2p) must come within 0.005 of the paper's rate or beat it.
+(the paper's ZB-1p and ZB-2p) should come within 0.005 of the paper's rate or beat it.
+It does for ZB-1p. For ZB-2p the target is a strict xfail: under ppbook's memory rule (an
+activation held whole until its W) no schedule within 2p activations reaches the paper's
+rates, which a span bound shows and zb-auto attains; the paper counts less memory for a
+micro-batch whose W waits (its Table 1).
 """
 
 import json
@@ -27,7 +31,6 @@ def _ids(cases):
 
 
 HANDCRAFTED_CASES = [(c, name) for c in CONFIGURATIONS for name in HANDCRAFTED]
-AUTOMATIC_CASES = [(c, name) for c in CONFIGURATIONS for name in AUTOMATIC]
 
 
 @pytest.fixture(scope="module")
