@@ -109,7 +109,7 @@ def _split_costs(answer: object) -> dict[str, float]:
             "this exercise wants a Costs(F=..., I=..., W=...) or a dict with F, I and W, "
             f"got {shown(answer)}."
         )
-    if answer.comm or answer.transfer:
+    if answer.transfer:
         raise ValueError("keep transfers free (comm = 0): Table 2 assumes them free.")
     per = answer.per_stage(1)
     return {kind: per[kind][0] for kind in ("F", "I", "W")}
