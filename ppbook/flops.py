@@ -71,7 +71,8 @@ def stage_costs(
 
     Values are per stage in ppbook's cost convention (one device's share: a part's own
     time divided by ``schedule.chunk_share``, which the simulator multiplies back).
-    ``kwargs`` go to ``Costs`` (``comm``, ``comm_bytes``, ``bandwidth``).
+    ``kwargs`` go to ``Costs`` (``comm``, ``comm_bytes``, ``bandwidth``). Times are in
+    seconds: give the timeline ``time_unit="s"`` where it is shown.
     """
     speed = as_quantity(flops_per_second, "flops_per_second", "stage_costs", inclusive=False)
     layers = parts_of(schedule, shape, layers_per_part)

@@ -20,9 +20,11 @@ How the layer is made to match the paper's assumptions, and what remains:
   most, against the layer's 34 b s h). The paper leaves them out; the test finds exactly
   these four tensors of shape (b, s, 1) and checks everything else to the byte.
 
-The same holds in float32 with ``e = 4`` bytes an element and with another MLP width
-``f``; selective recomputation (the core attention checkpointed) and full recomputation
-(the whole layer checkpointed) keep what the count says, to the byte.
+The same holds in float32 with ``e = 4`` bytes an element, with another MLP width ``f``,
+and for one tensor-parallel rank's share of the layer (a/t heads, MLP width f h/t; the
+all-reduces keep nothing): sbh(10 + 24/t + 5as/(ht)). Selective recomputation (the core
+attention checkpointed) and full recomputation (the whole layer checkpointed) keep what
+the count says, to the byte.
 """
 
 import math
