@@ -115,6 +115,11 @@ class Costs:
                     f"comm and bandwidth unset (got comm={self.comm:g}, "
                     f"bandwidth={self.bandwidth})"
                 )
+            if self.comm_bytes and all(link.bandwidth is None for link in self.topology.links):
+                raise ValueError(
+                    "comm_bytes needs a bandwidth (bytes per time unit) on the topology's links "
+                    "to turn into time"
+                )
 
     @property
     def transfer(self) -> float:

@@ -19,8 +19,8 @@ ranks arrives ``Costs.transfer`` after its sender's action ends. With a topology
 contention or with sends that do not overlap compute (:attr:`Costs.per_link`), each
 message is timed on its link when its sender's action ends: what it sends and to whom is
 :func:`ppbook.dependencies.sends`. A rank runs its actions in order, so the messages on
-one link (one direction between two ranks) are timed in the order their sender runs them,
-first in, first out::
+one link (one direction between two ranks) are timed in the order their sender runs them
+(the parts of an overlapped pair in their order), first in, first out::
 
     leave   = max(link_free, ready) + bytes / bandwidth   # link_free = leave (contention)
     arrival = leave + latency

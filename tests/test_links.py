@@ -143,6 +143,16 @@ def test_gpipe_and_1f1b_equal_the_tick_reference(builder, p, m, latency, serial)
                     assert (interval.start, interval.end) == reference[interval.action]
 
 
+def test_several_steps_without_sync_keep_each_links_queue_across_steps():
+    # Post-validated steps run as one repeated order: its messages queue on the same links.
+    costs = Costs(F=1, B=2, comm=1, comm_bytes=3, bandwidth=1, contention=True)
+    timeline = simulate(one_f_one_b(3, 4), costs, steps=3, sync="none")
+    reference = tick_reference(one_f_one_b(3, 4).repeated(3), 1, 2, 1, 3, True, True)
+    for row in timeline.intervals:
+        for interval in row:
+            assert (interval.start, interval.end) == reference[interval.action]
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10**6), p=st.integers(1, 4), m=st.integers(1, 4), c=st.integers(0, 3))
 def test_default_path_and_a_latency_only_topology_equal_the_plain_brute_force(seed, p, m, c):
@@ -305,6 +315,7 @@ def test_links_csv_states_both_directions_and_a_source_for_each_link():
         (lambda: Topology("fast"), "intra_node to be a ppbook.links.Link, got str"),
         (lambda: Costs(topology=Topology(Link()), comm=1), "leave comm and bandwidth unset"),
         (lambda: Costs(contention="yes"), "contention to be True or False"),
+        (lambda: Costs(comm_bytes=8, topology=Topology(Link(1))), "bandwidth .* on the topo"),
         (lambda: Costs(topology={"links": 1}), "topology to be a ppbook.links.Topology"),
         (lambda: boundary_bytes(0, 1, 1, 2), "boundary_bytes needs microbatch_size >= 1"),
         (lambda: Link.from_gb_per_s(1, time_unit_s=0), "time_unit_s to be a finite number > 0"),
