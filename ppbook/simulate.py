@@ -189,7 +189,7 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
             else:  # every dependency is done: run the step
                 start[sid] = t
                 t_free = t + duration
-                if per_link:  # time its messages on their links (busy while sending?)
+                if per_link:  # time its messages; without overlap, the rank sends them
                     t_free = send(step, rank, t_free)
                 end[sid] = t_free
                 pos += 1
