@@ -34,9 +34,10 @@ GPipe's makespan grows by ``2 (p - 1) * transfer``. Three fields refine this
   the order the sender runs the actions that send them; each holds the link for its
   serialisation ``comm_bytes / bandwidth``, and arrives ``latency`` after it has left;
 - ``overlap_send=False``: the sender sends its output itself when the action's compute
-  ends, and is busy until the bytes have left (their serialisation, after the messages
-  queued before them on that link under contention): the action's interval on the
-  timeline covers its compute and this send. The latency never occupies the sender.
+  ends, and is busy until the bytes have left (their serialisation): the action's
+  interval on the timeline covers its compute and this send, and busy time counts both.
+  The latency never occupies the sender. A rank that waits for each of its sends never
+  finds its own link still busy, so contention then changes nothing.
 
 Every number goes through :mod:`ppbook.checks` (``int``, ``float``, ``Fraction``,
 ``Decimal`` and numpy scalars are accepted; ``bool``, strings, NaN and infinity are not)
