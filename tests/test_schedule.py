@@ -174,6 +174,7 @@ def test_registry_names_match_the_issue():
         "looped-bfs",
         "zb-h1",
         "zb-h2",
+        "zb-auto",
         "zb-v",
         "dualpipe",
         "dualpipev",
