@@ -188,10 +188,9 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
                     t = e
             else:  # every dependency is done: run the step
                 start[sid] = t
-                t_free = t + duration
+                end[sid] = t_free = t + duration
                 if per_link:  # time its messages; without overlap, the rank sends them
-                    t_free = send(step, rank, t_free)
-                end[sid] = t_free
+                    end[sid] = t_free = send(step, rank, t_free)
                 pos += 1
                 if sid in sleepers:
                     ready.extend(sleepers.pop(sid))
