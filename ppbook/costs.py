@@ -67,6 +67,10 @@ class Costs:
     docstring); ``comm`` is the time of one transfer, ``comm_bytes / bandwidth`` adds to it.
     ``topology``, ``contention`` and ``overlap_send`` are the communication model's
     refinements (the module's docstring); the defaults keep the plain transfer time.
+    ``w_memory`` is the share of a micro-batch's activations that a split backward keeps
+    from the end of its ``I`` to the end of its ``W`` (the Zero Bubble paper's M_W / M_B,
+    its Table 1: about 32 / (34 + 5as/h) for a transformer layer); the default 1 keeps all
+    of them until ``W``.
     """
 
     F: Cost = 1.0
@@ -81,6 +85,7 @@ class Costs:
     topology: Topology | None = None
     contention: bool = False
     overlap_send: bool = True
+    w_memory: float = 1.0
 
     def __post_init__(self) -> None:
         for name in (*KEYS, "activation_bytes"):
@@ -97,6 +102,13 @@ class Costs:
             object.__setattr__(self, "bandwidth", bandwidth)
         elif self.comm_bytes and self.topology is None:
             raise ValueError("comm_bytes needs a bandwidth (bytes per time unit) to turn into time")
+        w_memory = as_quantity(self.w_memory, "w_memory (a share from 0 to 1)", "Costs")
+        if w_memory > 1:
+            raise ValueError(
+                f"Costs needs w_memory, the share of a micro-batch's activations its W still "
+                f"holds after its I, from 0 to 1, got {w_memory:g}"
+            )
+        object.__setattr__(self, "w_memory", w_memory)
         if self.B is None and (self.I is None) != (self.W is None):
             raise ValueError("give both I and W (B defaults to their sum), or give B")
         for name in ("contention", "overlap_send"):

@@ -96,6 +96,7 @@ def simulate(
         source=one.source,
         steps=steps,
         sync=sync,
+        w_memory=one.w_memory,
     )
 
 
@@ -210,6 +211,7 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
             schedule.num_stages, share=schedule.chunk_share
         ),
         source="simulated",
+        w_memory=costs.w_memory,
     )
 
 

@@ -13,11 +13,13 @@ They describe the same idle time: f = r / (1 + r) exactly.
 
 Activation memory: the activations of (stage, micro-batch) live on the stage's rank from
 the start of its ``F`` until the end of its backward ``B``, or of its ``W`` when the backward
-is split into ``I`` and ``W``. Amounts are in micro-batch activations of a full stage (one
-device's share of the model): a stage chunk of a schedule with v chunks per rank counts
-:attr:`~ppbook.schedule.Schedule.chunk_share` = 1/v, so amounts compare across schedules
-(with m >= p, the first rank holds p of them under 1F1B and p + (p-1)/v under interleaved
-1F1B). Bytes use the per-stage ``activation_bytes`` when given.
+is split into ``I`` and ``W`` (with ``w_memory`` < 1, all but that share are freed at the
+end of ``I``, the Zero Bubble paper's accounting). Amounts are in micro-batch activations
+of a full stage (one device's share of the model): a stage chunk of a schedule with v
+chunks per rank counts :attr:`~ppbook.schedule.Schedule.chunk_share` = 1/v, so amounts
+compare across schedules (with m >= p, the first rank holds p of them under 1F1B and
+p + (p-1)/v under interleaved 1F1B). Bytes use the per-stage ``activation_bytes`` when
+given.
 
 Times are in :attr:`Timeline.time_unit`: ``"time unit"`` for simulated and closed-form
 timelines (costs are unitless), ``"s"`` for measured ones.
@@ -65,6 +67,9 @@ class Timeline:
     unit of the costs) otherwise. ``activation_bytes[stage]`` is what one micro-batch's
     activations take on ``stage``, when known.
 
+    ``w_memory`` is the share of a micro-batch's activations a split backward keeps from
+    the end of its ``I`` to the end of its ``W`` (:class:`ppbook.costs.Costs`; 1: all).
+
     ``steps`` training steps ran one after the other (:func:`ppbook.simulate.simulate`):
     micro-batch j of step k is ``k * microbatches_per_step + j``, and ``sync`` says what
     joined the steps (``"optimizer"``, ``"none"``; None when nothing said).
@@ -78,6 +83,7 @@ class Timeline:
     time_unit: str | None = None
     steps: int = 1
     sync: str | None = None
+    w_memory: float = 1.0
 
     def __post_init__(self) -> None:
         lengths = [len(row) for row in self.schedule.actions]
@@ -276,7 +282,7 @@ class Timeline:
         return finite_result(self._peak(rank, in_bytes=True), "the peak activation bytes")
 
     def _peak(self, rank: int, in_bytes: bool) -> float:
-        if not in_bytes and self._in_order(rank):
+        if not in_bytes and self.w_memory == 1 and self._in_order(rank):
             try:  # one action allocates or frees at most one chunk: a running sum in order
                 kinds = map(_KIND, self.schedule.actions[rank])
                 return float(max(accumulate(map(_HELD.__getitem__, kinds), initial=0)))
@@ -295,7 +301,8 @@ class Timeline:
         return all(map(operator.le, starts, ends)) and all(map(operator.le, ends[:-1], starts[1:]))
 
     def _changes(self, rank: int, in_bytes: bool) -> list[tuple[float, float]]:
-        """``(time, +size)`` when an ``F`` starts, ``(time, -size)`` when a ``B`` or ``W`` ends.
+        """``(time, +size)`` when an ``F`` starts, ``(time, -size)`` when a ``B`` or ``W`` ends
+        (with ``w_memory`` = w < 1: ``-(1-w) size`` when an ``I`` ends, ``-w size`` at ``W``).
 
         Sizes count stage chunks (1 each), or bytes with ``in_bytes``. In time order, and at
         equal times in execution order: a rank runs one action after another, so a back-to-back
@@ -306,13 +313,16 @@ class Timeline:
             raise ValueError("memory in bytes needs activation_bytes (Costs(activation_bytes=...))")
         sizes = self.activation_bytes if in_bytes else None
         starts, ends = self.starts[rank], self.ends[rank]
+        kept = self.w_memory
+        freed = {"B": 1.0, "W": kept, "I": 1.0 - kept}  # a split backward frees at I and W
         events: list[tuple[float, int, int, float]] = []
         for k, step in enumerate(self.schedule.actions[rank]):
             for stage, kind, _ in (step,) if type(step) is Action else step.parts:
+                size = sizes[stage] if sizes else 1.0
                 if kind == "F":
-                    events.append((starts[k], k, 0, sizes[stage] if sizes else 1.0))
-                elif kind == "B" or kind == "W":  # a split backward frees at its W
-                    events.append((ends[k], k, 1, -sizes[stage] if sizes else -1.0))
+                    events.append((starts[k], k, 0, size))
+                elif freed[kind]:
+                    events.append((ends[k], k, 1, -size * freed[kind]))
         if not self._in_order(rank):
             events.sort(key=lambda e: e[:3])
         return [(time, delta) for time, _, _, delta in events]

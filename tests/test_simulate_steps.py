@@ -147,3 +147,23 @@ def test_a_step_is_the_micro_batches_of_that_step():
     timeline = simulate(one_f_one_b(2, 3), steps=2, sync="none")
     second = timeline.schedule.actions[0][len(one_f_one_b(2, 3).actions[0])]
     assert second == Action(0, "F", 3)
+
+
+def test_w_memory_frees_all_but_its_share_at_the_input_gradient():
+    # ZB-H2, p = 4, F = I = W = 1: rank r warms up with 2(p-1-r) forwards and runs each W
+    # 2r micro-batches after its I. At its peak it holds 2(p-1-r) + 1 micro-batches whole
+    # (the warm-up and the one in flight) and 2r whose I is done and whose W waits, each
+    # holding the share w: 2(p-1-r) + 1 + 2r w.
+    p = 4
+    for w in (1.0, 0.5, 0.25, 0.0):
+        timeline = simulate(zb_h2(p, 8), Costs(F=1, I=1, W=1, w_memory=w, activation_bytes=8))
+        for r in range(p):
+            expected = 2 * (p - 1 - r) + 1 + 2 * r * w
+            assert timeline.peak_activations(r) == pytest.approx(expected)
+            assert timeline.peak_activation_bytes(r) == pytest.approx(8 * expected)
+
+
+@pytest.mark.parametrize("w", [-0.5, 1.5, "half"])
+def test_w_memory_outside_zero_to_one_is_refused(w):
+    with pytest.raises(ValueError, match="w_memory"):
+        Costs(w_memory=w)
