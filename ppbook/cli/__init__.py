@@ -1,10 +1,10 @@
-"""The ``ppbook`` command: ``ppbook simulate ...`` and ``ppbook run ...``.
+"""The ``ppbook`` command: ``ppbook simulate ...``, ``ppbook run ...`` and ``ppbook size ...``.
 
 Each subcommand lives with its layer: :mod:`ppbook.cli.simulate` (standard library and
-matplotlib for ``--png``) and :mod:`ppbook.cli.run` (torch, imported only when
-``run`` is asked for). Bad input (a ValueError) is printed as a short message, cut to
-:data:`MAX_ERROR_LINES` lines and :data:`ppbook.limits.MAX_MESSAGE` characters, with exit
-status 2.
+matplotlib for ``--png``), :mod:`ppbook.cli.run` (torch, imported only when
+``run`` is asked for) and :mod:`ppbook.cli.size` (the sizing search). Bad input (a
+ValueError) is printed as a short message, cut to :data:`MAX_ERROR_LINES` lines and
+:data:`ppbook.limits.MAX_MESSAGE` characters, with exit status 2.
 """
 
 from __future__ import annotations
@@ -32,14 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppbook`` console script; returns the exit status."""
     from ppbook.cli import run as run_command
     from ppbook.cli import simulate as simulate_command
+    from ppbook.cli import size as size_command
 
     parser = argparse.ArgumentParser(
         prog="ppbook",
         description="Pipeline-parallel schedules: simulate them, or run them on real processes.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{simulate,run}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{simulate,run,size}")
     simulate_command.add_parser(sub)
     run_command.add_parser(sub)
+    size_command.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -1,0 +1,212 @@
+"""``ppbook size``: the (tensor, pipeline, data) splits, schedules and micro-batch sizes
+that fit a transformer on a cluster, fastest first (:func:`ppbook.sizing.size`).
+
+Prints a ranked table, the memory breakdown of the best option and the rejected options
+grouped by reason, or with ``--json`` one JSON object
+(:meth:`ppbook.sizing_result.SizingResult.as_dict`). Bad input, and a job that fits in no
+configuration, end with a one-line error and exit status 2 (with ``--json`` the object is
+printed first, with ``"fits": false``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ppbook.memory import RECOMPUTE, ModelShape
+from ppbook.sizing import size
+from ppbook.sizing_costs import H100_SXM, UTILISATION, Hardware
+from ppbook.sizing_result import SizingResult
+
+GB = 1e9
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``ppbook size`` on ``subparsers``."""
+    parser = subparsers.add_parser(
+        "size",
+        help="find the parallel splits and schedules that fit a model, fastest first",
+        description=(
+            "Size a training job: every tp * pp * dp = --gpus split (tp inside a node),\n"
+            "schedule, v, micro-batch size b and recomputation mode with global batch =\n"
+            "dp * m * b; memory per GPU from the activations the schedule holds (simulated\n"
+            "order), step time from the simulator plus a data-parallel ring all-reduce.\n"
+            "GB = 10^9 bytes; times in seconds; bubble f = idle / total of the pipeline.\n"
+            "Defaults: an 8-GPU H100 SXM node (80 GB, 989 dense BF16 TFLOPS from NVIDIA's\n"
+            "H100 datasheet, NVLink 4 at 450 GB/s and InfiniBand NDR 400 Gb/s = 50 GB/s\n"
+            "per GPU and direction: data/links.csv)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    model = parser.add_argument_group("the model (a GPT-style transformer, MLP 4h)")
+    for flag, text in (
+        ("--layers", "number of transformer layers L"),
+        ("--hidden", "hidden size h"),
+        ("--heads", "attention heads a"),
+        ("--vocab", "vocabulary size V"),
+        ("--seq-len", "sequence length s (tokens per sample)"),
+    ):
+        model.add_argument(flag, type=int, required=True, help=text)
+    model.add_argument(
+        "--untied", action="store_true", help="output head not tied to the input embeddings"
+    )
+    job = parser.add_argument_group("the job and the cluster")
+    job.add_argument("--global-batch", type=int, required=True, help="samples per step B")
+    job.add_argument("--gpus", type=int, required=True, help="number of GPUs N")
+    job.add_argument(
+        "--gpu-memory-gb",
+        type=float,
+        default=H100_SXM["gpu_memory_gb"],
+        help="memory per GPU, GB (default %(default)g)",
+    )
+    job.add_argument("--gpus-per-node", type=int, default=8, help="default %(default)s")
+    job.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=H100_SXM["tflops"],
+        help="peak dense 16-bit TFLOPS per GPU (default %(default)g, H100 SXM)",
+    )
+    job.add_argument(
+        "--utilisation",
+        type=float,
+        default=UTILISATION,
+        help="fraction of peak sustained (default %(default)g: Megatron-LM's Table 1 "
+        "reached 0.44-0.52 on A100)",
+    )
+    job.add_argument(
+        "--intra-node-gbps",
+        type=float,
+        default=H100_SXM["intra_node_gbps"],
+        help="GB/s per direction inside a node (default %(default)g, NVLink 4)",
+    )
+    job.add_argument(
+        "--inter-node-gbps",
+        type=float,
+        default=H100_SXM["inter_node_gbps"],
+        help="GB/s per GPU and direction between nodes (default %(default)g, IB NDR)",
+    )
+    fixed = parser.add_argument_group("fix part of the answer (default: search)")
+    fixed.add_argument("--tp", type=int, help="tensor-parallel size")
+    fixed.add_argument("--pp", type=int, help="pipeline-parallel size")
+    fixed.add_argument("--microbatch-size", type=int, help="micro-batch size b")
+    fixed.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation")
+    fixed.add_argument("--sequence-parallel", action="store_true", help="with tp")
+    fixed.add_argument("--zero", type=int, choices=(0, 1), default=0, help="ZeRO stage")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument(
+        "--top", type=int, default=10, help="options ranked (default %(default)s; 0: all)"
+    )
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the search and print it; a job that fits nowhere is a ValueError (exit 2)."""
+    shape = ModelShape(
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
+        vocab=args.vocab,
+        seq_len=args.seq_len,
+        tied_embeddings=not args.untied,
+    )
+    hardware = Hardware(
+        num_gpus=args.gpus,
+        gpu_memory_gb=args.gpu_memory_gb,
+        tflops=args.gpu_tflops,
+        utilisation=args.utilisation,
+        gpus_per_node=args.gpus_per_node,
+        intra_node_gbps=args.intra_node_gbps,
+        inter_node_gbps=args.inter_node_gbps,
+    )
+    if args.top < 0:
+        raise ValueError(f"--top must be >= 0 (0: rank all), got {args.top}")
+    result = size(
+        shape,
+        args.global_batch,
+        hardware,
+        tp=args.tp,
+        pp=args.pp,
+        microbatch_size=args.microbatch_size,
+        recompute=args.recompute,
+        sequence_parallel=args.sequence_parallel,
+        zero=args.zero,
+        top=args.top or None,
+    )
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=1))
+    else:
+        print(report(result))
+    if result.best is None:
+        raise ValueError(nothing_fits(result))
+    return 0
+
+
+def nothing_fits(result: SizingResult) -> str:
+    """One line: nothing fits, and the closest configuration with why it failed."""
+    closest = result.closest()
+    if closest is None:
+        kinds = "; ".join(f"{kind} ({n})" for kind, n, _ in result.groups())
+        return f"no configuration fits: {kinds or 'nothing to try'}"
+    return f"no configuration fits; the closest is {closest.where}: {closest.reason}"
+
+
+def report(result: SizingResult) -> str:
+    """The ranked table, the best option's memory breakdown, the rejections by reason."""
+    shape, hw = result.shape, result.hardware
+    lines = [
+        f"model: {result.params / 1e9:.1f}B parameters ({shape.layers} layers, hidden "
+        f"{shape.hidden}, {shape.heads} heads, vocabulary {shape.vocab}, sequence {shape.seq_len})",
+        f"job: global batch {result.global_batch} on {hw.num_gpus} GPUs of "
+        f"{hw.gpu_memory_gb:g} GB, {hw.tflops:g} TFLOPS x {hw.utilisation:g}, "
+        f"{hw.gpus_per_node} per node, {hw.intra_node_gbps:g} / {hw.inter_node_gbps:g} GB/s "
+        "inside / between nodes",
+        "",
+    ]
+    if result.ranked:
+        head = (
+            f"{'#':>3} {'tp':>3} {'pp':>3} {'dp':>4}  {'schedule':<17}{'v':>2} {'b':>3} "
+            f"{'m':>5}  {'recompute':<10}{'step s':>9} {'bubble f':>9} {'GB/GPU':>7}  fits"
+        )
+        lines += ["ranked by step time (pipeline simulated + data-parallel all-reduce):", head]
+        for k, option in enumerate(result.ranked, 1):
+            c = option.config
+            lines.append(
+                f"{k:>3} {c.tp:>3} {c.pp:>3} {c.dp:>4}  {c.schedule:<17}{c.v or '':>2} "
+                f"{c.microbatch_size:>3} {c.num_microbatches:>5}  {c.recompute:<10}"
+                f"{option.step_time_s:>9.3f} {option.bubble_fraction:>9.3f} "
+                f"{option.memory_bytes / GB:>7.1f}  yes"
+            )
+        if result.not_ranked:
+            lines.append(
+                f"    ... {result.not_ranked} more fit but cannot be faster than #"
+                f"{len(result.ranked)} (their lower bound is slower)"
+            )
+        lines += ["", *breakdown(result)]
+    rejected = sum(n for _, n, _ in result.groups())
+    lines += ["", f"rejected ({rejected}), by reason (an example of each):"]
+    for kind, n, example in result.groups():
+        lines.append(f"  {kind}: {n}, e.g. {example.where}: {example.reason}")
+    return "\n".join(lines)
+
+
+def breakdown(result: SizingResult) -> list[str]:
+    """The best option's memory on its fullest GPU, from its simulated timeline."""
+    best = result.best
+    ranks = result.memory(best)
+    worst = max(ranks, key=lambda r: r.total)
+    c = best.config
+    lines = [
+        f"best: tp {c.tp}, pp {c.pp}, dp {c.dp}, {c.schedule}"
+        + (f" v = {c.v}" if c.v else "")
+        + f", b = {c.microbatch_size}, m = {c.num_microbatches}, recompute {c.recompute}: "
+        f"step {best.step_time_s:.3f} s = pipeline {best.pipeline_s:.3f} s + data-parallel "
+        f"all-reduce {best.allreduce_s:.3f} s (not overlapped)",
+        f"memory of pipeline rank {worst.rank} (the fullest), GB: "
+        f"parameters {worst.parameters / GB:.1f}, gradients {worst.gradients / GB:.1f}, "
+        f"optimizer {worst.optimizer / GB:.1f}, activations {worst.activations / GB:.1f}, "
+        f"total {worst.total / GB:.1f} of {result.hardware.gpu_memory_gb:g}",
+        "per pipeline rank, GB: " + " ".join(f"{r.total / GB:.1f}" for r in ranks),
+    ]
+    return lines

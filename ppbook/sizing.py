@@ -1,0 +1,365 @@
+"""Sizing a training job (chapter 8, ``ppbook size``): which tensor, pipeline and data
+parallel split, schedule, v and micro-batch size fit a model in the GPUs' memory, and
+which of them trains fastest.
+
+:func:`size` enumerates every configuration: ``tp * pp * dp = num_gpus`` (``tp`` inside a
+node and dividing the heads), a schedule of :data:`SIZING_SCHEDULES` (interleaved 1F1B with
+v in :data:`CHUNKS`), a micro-batch size ``b`` and a recomputation mode, with ``global
+batch = dp * m * b``. For each it finds the peak memory of every GPU (static state and
+the activations the schedule holds, :mod:`ppbook.memory`, counted from the schedule's
+order as the simulator's timeline counts them, :func:`ppbook.sizing_costs.held_frontier`)
+and, for those that fit, the step time the simulator gives under the time model of
+:mod:`ppbook.sizing_costs` (compute, tensor-parallel all-reduces, pipeline transfers on
+the links they cross, the data-parallel all-reduce). Each rejected configuration keeps
+the reason it was rejected.
+
+Speed: with ``top`` set, configurations are simulated in order of a lower bound on their
+step time (the busiest rank's compute plus the all-reduce: no step is shorter), and the
+search stops once the next bound is slower than the ``top``-th best simulated step; the
+rest fit but cannot enter the top, and are counted as such. Schedules, their activation
+counts and simulations are cached by (schedule, p, m, v) and by the costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+from ppbook.checks import as_count
+from ppbook.costs import Costs
+from ppbook.flops import stage_costs
+from ppbook.links import Link, Topology, boundary_bytes
+from ppbook.memory import (
+    RECOMPUTE,
+    MemoryBreakdown,
+    ModelShape,
+    Parallel,
+    check_fit,
+    part_activation_bytes,
+    parts_of,
+    rank_parameters,
+    static_bytes,
+)
+from ppbook.sizing_costs import (
+    TP_ALLREDUCES,
+    Hardware,
+    dp_allreduce_s,
+    held_frontier,
+    peak_bytes,
+    route_length,
+    schedule_of,
+    simulated,
+    tp_allreduce_s,
+)
+from ppbook.sizing_result import Config, Option, Rejection, SizingResult, parallel_of
+
+SIZING_SCHEDULES = ("1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev")
+"""The schedules searched, and why these: 1F1B is Megatron-LM's baseline; interleaved
+1F1B trades v times more messages for a v times smaller bubble; ZB-H1 keeps 1F1B's memory
+with a smaller bubble, ZB-H2 spends up to 2p-1 activations for less; ZB-V and DualPipeV
+hold two chunks per GPU in a V. Left out: GPipe and looped BFS (they hold all m
+micro-batches' activations for 1F1B's bubble), DualPipe (two copies of the parameters;
+made for MoE models' overlap) and zb-auto (its order depends on the costs, so neither its
+memory nor its build can be shared between configurations)."""
+CHUNKS = (2, 4, 8)
+"""The v tried for interleaved 1F1B (where p v model parts have a layer each)."""
+MICROBATCH_SIZES = (1, 2, 4, 8)
+"""The micro-batch sizes tried when none is given."""
+
+
+def size(
+    shape: ModelShape,
+    global_batch: int,
+    hardware: Hardware,
+    *,
+    tp: int | None = None,
+    pp: int | None = None,
+    microbatch_size: int | None = None,
+    recompute: str | None = None,
+    sequence_parallel: bool = False,
+    zero: int = 0,
+    schedules: tuple[str, ...] = SIZING_SCHEDULES,
+    top: int | None = None,
+) -> SizingResult:
+    """Every configuration of ``shape`` on ``hardware`` for ``global_batch`` samples a step.
+
+    ``tp``, ``pp``, ``microbatch_size`` and ``recompute`` fix what they name (a ValueError
+    says why a fixed one cannot work); otherwise every value is tried (``recompute`` in
+    :data:`ppbook.memory.RECOMPUTE`). ``sequence_parallel`` and ``zero`` (ZeRO stage 0 or
+    1) apply to every configuration. ``top``: rank only the ``top`` fastest (much faster;
+    see the module's docstring). Returns a :class:`~ppbook.sizing_result.SizingResult`.
+    """
+    if not isinstance(shape, ModelShape) or not isinstance(hardware, Hardware):
+        raise ValueError("size needs a ppbook.memory.ModelShape and a ppbook.sizing_costs.Hardware")
+    batch = as_count(global_batch, "global_batch", "size")
+    if recompute is not None and recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    b_given = None if microbatch_size is None else as_count(microbatch_size, "microbatch_size")
+    top = None if top is None else as_count(top, "top", "size")
+    Parallel(sp=sequence_parallel, zero=zero)  # checks both
+    search = _Search(shape, hardware, batch, sequence_parallel, zero)
+    modes = RECOMPUTE if recompute is None else (recompute,)
+    n = hardware.num_gpus
+    for t in _given("tp", tp, n) or _divisors(n):
+        problem = _tp_problem(shape, hardware, t, sequence_parallel)
+        if problem:
+            if tp is not None:
+                raise ValueError(problem[1])
+            search.reject(*problem, f"tp = {t}")
+            continue
+        for p in _given("pp", pp, n // t) or _divisors(n // t):
+            if p > shape.layers and pp is not None:
+                raise ValueError(
+                    f"pp = {p} needs a layer per stage; the model has {shape.layers} layers"
+                )
+            dp = n // (t * p)
+            for b in search.microbatch_sizes(t, p, dp, b_given):
+                for name, v in _variants(schedules, p):
+                    base = Config(t, p, dp, name, v, b, batch // (dp * b), modes[0])
+                    if search.fits_statically(base) and search.follows_rule(base):
+                        for mode in modes:
+                            search.evaluate(replace(base, recompute=mode))
+    ranked, not_ranked = _rank(search.pending, hardware, top)
+    return SizingResult(
+        shape, hardware, batch, ranked, search.rejected, not_ranked, sequence_parallel, zero
+    )
+
+
+class _Search:
+    """The search's state: the rejections so far and the options that fit, to be ranked."""
+
+    def __init__(self, shape, hardware, batch, sp, zero) -> None:
+        self.shape, self.hardware, self.batch, self.sp, self.zero = shape, hardware, batch, sp, zero
+        self.rejected: list[Rejection] = []
+        self.pending: list[tuple[float, Option]] = []
+        self._static_checked: dict[tuple, bool] = {}
+
+    def reject(self, kind: str, reason: str, where: str, memory=None, split=None) -> None:
+        self.rejected.append(Rejection(kind, reason, where, memory, split))
+
+    def microbatch_sizes(self, t: int, p: int, dp: int, given: int | None) -> list[int]:
+        """The micro-batch sizes that split the global batch over ``dp`` replicas."""
+        where = f"tp = {t}, pp = {p}, dp = {dp}"
+        if p > self.shape.layers:
+            self.reject("more stages than layers", f"pp = {p} > {self.shape.layers} layers", where)
+            return []
+        if self.batch % dp:
+            self.reject(
+                "global batch not divisible",
+                f"global batch {self.batch} not divisible by dp = {dp}",
+                where,
+            )
+            return []
+        out = []
+        for b in [given] if given else MICROBATCH_SIZES:
+            if (self.batch // dp) % b:
+                self.reject(
+                    "global batch not divisible",
+                    f"{self.batch // dp} samples per replica not divisible by b = {b}",
+                    f"{where}, b = {b}",
+                )
+            else:
+                out.append(b)
+        return out
+
+    def fits_statically(self, c: Config) -> bool:
+        """Whether the schedule has a layer per model part and its parameters, gradients and
+        optimizer state alone fit (checked once per split and schedule)."""
+        key = (c.tp, c.pp, c.schedule, c.v)
+        if key in self._static_checked:
+            return self._static_checked[key]
+        where = f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule}" + (
+            f" v = {c.v}" if c.v else ""
+        )
+        parts = route_length(c.schedule, c.pp, c.v)
+        ok = parts <= self.shape.layers
+        if not ok:
+            self.reject(
+                "more stages than layers",
+                f"{c.schedule} with pp = {c.pp}"
+                + (f", v = {c.v}" if c.v else "")
+                + f" needs {parts} model parts > {self.shape.layers} layers",
+                where,
+            )
+        else:
+            counts = _structure(self.shape, c.schedule, c.pp, c.v, c.tp)[2]
+            parallel = Parallel(tp=c.tp, dp=c.dp, zero=self.zero)
+            static = [sum(static_bytes(n, parallel).values()) for n in counts]
+            rank = max(range(len(static)), key=static.__getitem__)
+            ok = static[rank] <= self.hardware.memory_bytes
+            if not ok:
+                self.reject(
+                    "does not fit in memory",
+                    f"parameters, gradients and optimizer state alone need "
+                    f"{static[rank] / 1e9:.1f} GB > {self.hardware.gpu_memory_gb:g} GB "
+                    f"on pipeline rank {rank}",
+                    where,
+                    static[rank],
+                    (c.tp, c.pp, c.dp),
+                )
+        self._static_checked[key] = ok
+        return ok
+
+    def follows_rule(self, c: Config) -> bool:
+        """Whether the schedule can be built for ``c``'s p, m and v (its own rule)."""
+        try:
+            held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
+        except ValueError as exc:  # m >= 2p - 1 for ZB-H2, m a multiple of p interleaved...
+            self.reject(f"{c.schedule}'s rule", str(exc), _where(c).rsplit(", recompute", 1)[0])
+            return False
+        return True
+
+    def evaluate(self, c: Config) -> None:
+        """Memory of every GPU under ``c``; keep it to rank, or reject it and say why."""
+        parallel = parallel_of(c, self.sp, self.zero)
+        layers, parts, counts, _, _ = _structure(self.shape, c.schedule, c.pp, c.v, c.tp)
+        per_part = part_activation_bytes(self.shape, parallel, layers)
+        frontier = held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
+        held = peak_bytes(frontier, [per_part[k] for k in parts])
+        ranks = [
+            MemoryBreakdown(r, n, **static_bytes(n, parallel), activations=held[r])
+            for r, n in enumerate(counts)
+        ]
+        worst = max(ranks, key=lambda x: x.total)
+        if worst.total > self.hardware.memory_bytes:
+            self.reject(
+                "does not fit in memory",
+                f"needs {worst.total / 1e9:.1f} GB > {self.hardware.gpu_memory_gb:g} GB "
+                f"on pipeline rank {worst.rank}",
+                _where(c),
+                worst.total,
+                (c.tp, c.pp, c.dp),
+            )
+            return
+        costs = _costs(self.shape, self.hardware, c, parallel)
+        option = Option(c, worst.total, worst.rank, worst, True, costs=costs)
+        self.pending.append((_lower_bound(option, self.shape, self.hardware), option))
+
+
+def _given(name: str, value: int | None, total: int) -> list[int] | None:
+    if value is None:
+        return None
+    value = as_count(value, name, "size")
+    if total % value:
+        raise ValueError(f"{name} = {value} must divide the {total} GPUs it is chosen from")
+    return [value]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _tp_problem(shape, hardware, t: int, sp: bool) -> tuple[str, str] | None:
+    node = hardware.gpus_per_node
+    if t > node:
+        return ("tp beyond a node", f"tp {t} > {node} GPUs per node")
+    if node % t:
+        return ("tp beyond a node", f"tp {t} does not divide the {node} GPUs of a node")
+    try:
+        check_fit(shape, Parallel(tp=t, sp=sp))
+    except ValueError as exc:
+        return ("tp does not split the model", str(exc))
+    return None
+
+
+def _variants(schedules, p: int):
+    if p == 1:  # no pipeline: one stage, the schedule is gradient accumulation
+        yield "1f1b", None
+        return
+    for name in schedules:
+        for v in CHUNKS if name == "interleaved-1f1b" else (None,):
+            yield name, v
+
+
+def _where(c: Config) -> str:
+    v = f" v = {c.v}" if c.v else ""
+    return (
+        f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule}{v}, b = {c.microbatch_size}, "
+        f"m = {c.num_microbatches}, recompute {c.recompute}"
+    )
+
+
+@lru_cache(maxsize=1024)
+def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int):
+    """Layers per model part, each stage's part, each rank's parameters, stage -> rank and
+    the chunk share: the same for every m (found on a schedule with m = 2p)."""
+    schedule = schedule_of(name, pp, 2 * pp, v)
+    layers = parts_of(schedule, shape, None)
+    parts = [schedule.model_part(s) for s in range(schedule.num_stages)]
+    counts = rank_parameters(schedule, shape, tp, layers)
+    return layers, parts, counts, schedule.stage_to_rank, schedule.chunk_share
+
+
+def _costs(shape, hardware, c: Config, parallel) -> Costs:
+    """Compute from :func:`ppbook.flops.stage_costs`, plus the tensor-parallel all-reduces,
+    and the pipeline transfers on the links they cross (:mod:`ppbook.sizing_costs`)."""
+    layers, parts, _, _, share = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    schedule = schedule_of(c.schedule, c.pp, 2 * c.pp, c.v)  # stage_costs needs no m
+    topology = Topology(
+        intra_node=Link(bandwidth=hardware.intra_node_gbps * 1e9, name="intra-node"),
+        inter_node=Link(bandwidth=hardware.inter_node_gbps * 1e9, name="inter-node"),
+        devices_per_node=hardware.gpus_per_node,
+        placement=tuple(r * c.tp for r in range(c.pp)),
+    )
+    message = boundary_bytes(
+        c.microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element
+    )
+    costs = stage_costs(
+        schedule,
+        shape,
+        parallel,
+        hardware.flops_per_second,
+        layers,
+        comm_bytes=message,
+        topology=topology,
+        contention=True,
+    )
+    if c.tp == 1:
+        return costs
+    one = tp_allreduce_s(shape, parallel, hardware)
+    forward, backward = TP_ALLREDUCES[c.recompute]
+    extra = [layers[k] * one / share for k in parts]
+    f = [x + forward * e for x, e in zip(costs.F, extra, strict=True)]
+    i = [x + backward * e for x, e in zip(costs.I, extra, strict=True)]
+    return replace(costs, F=f, I=i, B=[x + w for x, w in zip(i, costs.W, strict=True)])
+
+
+def _lower_bound(option: Option, shape: ModelShape, hardware: Hardware) -> float:
+    """No step is shorter than the busiest rank's compute plus the all-reduce."""
+    c = option.config
+    _, _, _, stage_to_rank, share = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    per_stage = option.costs.per_stage(len(stage_to_rank), share=share)
+    busy = [0.0] * c.pp
+    for stage, rank in enumerate(stage_to_rank):
+        busy[rank] += per_stage["F"][stage] + per_stage["B"][stage]
+    return c.num_microbatches * max(busy) + _allreduce(option, hardware)
+
+
+def _allreduce(option: Option, hardware: Hardware) -> float:
+    return dp_allreduce_s(option.breakdown.parameter_count, option.config.dp, hardware)
+
+
+def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
+    """Simulate in order of the lower bound; with ``top``, stop when no other can enter."""
+    pending.sort(key=lambda item: item[0])
+    done: list[Option] = []
+    for bound, option in pending:
+        if top is not None and len(done) >= top:
+            done.sort(key=lambda o: o.step_time_s)
+            if bound > done[top - 1].step_time_s:
+                break
+        c = option.config
+        timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, option.costs)
+        allreduce = _allreduce(option, hardware)
+        done.append(
+            replace(
+                option,
+                step_time_s=timeline.makespan + allreduce,
+                pipeline_s=timeline.makespan,
+                allreduce_s=allreduce,
+                bubble_fraction=timeline.bubble_fraction,
+            )
+        )
+    done.sort(key=lambda o: (o.step_time_s, o.memory_bytes))
+    kept = done if top is None else done[:top]
+    return kept, len(pending) - len(kept)

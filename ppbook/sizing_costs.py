@@ -1,0 +1,202 @@
+"""What one configuration of a training job costs: the hardware, the step's time model and
+the activations a schedule holds (chapter 8, :mod:`ppbook.sizing` searches over these).
+
+The time model, in seconds, stated once (every number the search prints comes from it):
+
+- **compute**: the FLOPs of :mod:`ppbook.flops` (the Zero Bubble paper's Table 1) at
+  ``tflops * 1e12 * utilisation`` FLOP/s. The utilisation does not depend on the
+  micro-batch size (real matrix multiplies run faster on bigger ones; this model does not
+  see it, so a larger micro-batch never makes a step faster here).
+- **tensor parallelism** (``tp`` ranks inside a node, Megatron-LM's layer split, Shoeybi
+  et al. 2019, arXiv:1909.08053, sec. 3): each layer all-reduces its (b, s, h) output twice
+  in the forward and twice in the input-gradient backward (twice more when the backward
+  recomputes the whole forward), each a ring all-reduce of ``2 (t-1)/t * b s h e`` bytes
+  over the intra-node link, not overlapped with compute. With sequence parallelism the
+  all-gather and reduce-scatter that replace each all-reduce move the same bytes.
+- **pipeline transfers**: each stage boundary sends the (b, s, h) activation forward and
+  its gradient backward, ``b s h e`` bytes (:func:`ppbook.links.boundary_bytes`), on the
+  link it crosses. Pipeline rank r of a replica sits on device ``r * tp`` (tensor-parallel
+  ranks innermost, then pipeline ranks, then replicas), in nodes of ``gpus_per_node``
+  devices (:class:`ppbook.links.Topology`); messages on one link queue (contention) and
+  sends overlap compute.
+- **data parallelism**: after the pipeline has drained, a ring all-reduce of the busiest
+  rank's 16-bit gradients, ``2 (dp-1)/dp * 2 * parameters`` bytes, on the intra-node link
+  when all the GPUs share one node and on the inter-node link otherwise; not overlapped
+  (real frameworks overlap most of it with the backward, so this is pessimistic).
+
+Activations held (:func:`held_frontier`): the simulator keeps a micro-batch's activations
+on a rank from the start of its ``F`` to the end of its ``B`` (or ``W``), and
+:meth:`ppbook.timeline.Timeline.peak_activation_bytes` counts them event by event in
+execution order whenever execution order is time order, which it always is on a
+simulated timeline (a rank runs one action after another). So the peak depends on each
+rank's order of actions and the bytes per stage, never on the times: it can be found once
+per (schedule, p, m, v) and reused for every cost, micro-batch size and recomputation
+mode. ``tests/test_sizing.py`` checks it against :func:`ppbook.memory.peak_memory` on
+simulated timelines with real costs and transfers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ppbook.checks import as_count, as_quantity
+from ppbook.costs import Costs
+from ppbook.memory import ModelShape, Parallel
+from ppbook.schedule import Schedule
+from ppbook.schedules import build
+from ppbook.simulate import simulate
+from ppbook.timeline import Timeline
+
+H100_SXM = {
+    "gpu_memory_gb": 80.0,
+    "tflops": 989.0,
+    "intra_node_gbps": 450.0,
+    "inter_node_gbps": 50.0,
+}
+"""An 8-GPU H100 SXM node: 80 GB, 989 dense BF16 TFLOPS (NVIDIA's H100 datasheet states
+1,979 with 2:4 sparsity; dense is half), NVLink 4 at 450 GB/s per direction and one
+InfiniBand NDR port of 400 Gb/s = 50 GB/s per GPU (``data/links.csv``)."""
+
+A100_SXM_80GB = {
+    "gpu_memory_gb": 80.0,
+    "tflops": 312.0,
+    "intra_node_gbps": 300.0,
+    "inter_node_gbps": 25.0,
+}
+"""An 8-GPU A100 SXM 80 GB node as in Megatron-LM's Selene runs (arXiv:2104.04473 sec. 5):
+312 dense BF16 TFLOPS, NVLink 3 at 300 GB/s per direction, one HDR 200 Gb/s = 25 GB/s
+InfiniBand port per GPU (``data/links.csv``)."""
+
+UTILISATION = 0.5
+"""Default fraction of peak FLOP/s a GPU sustains: Megatron-LM's Table 1 reached 44% to
+52% of the A100's peak on large GPT models (arXiv:2104.04473)."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """``num_gpus`` GPUs of ``gpu_memory_gb`` GB (10^9 bytes) each, ``tflops`` peak 16-bit
+    TFLOPS of which ``utilisation`` is sustained, in nodes of ``gpus_per_node`` joined by
+    ``inter_node_gbps`` GB/s per GPU and direction, ``intra_node_gbps`` inside a node.
+    Defaults: an H100 SXM node (:data:`H100_SXM`)."""
+
+    num_gpus: int
+    gpu_memory_gb: float = H100_SXM["gpu_memory_gb"]
+    tflops: float = H100_SXM["tflops"]
+    utilisation: float = UTILISATION
+    gpus_per_node: int = 8
+    intra_node_gbps: float = H100_SXM["intra_node_gbps"]
+    inter_node_gbps: float = H100_SXM["inter_node_gbps"]
+
+    def __post_init__(self) -> None:
+        for name in ("num_gpus", "gpus_per_node"):
+            object.__setattr__(self, name, as_count(getattr(self, name), name, "Hardware"))
+        for name in ("gpu_memory_gb", "tflops", "intra_node_gbps", "inter_node_gbps"):
+            value = as_quantity(getattr(self, name), name, "Hardware", inclusive=False)
+            object.__setattr__(self, name, value)
+        share = as_quantity(self.utilisation, "utilisation", "Hardware", inclusive=False)
+        if share > 1:
+            raise ValueError(
+                f"Hardware needs utilisation to be a fraction of peak in (0, 1], got {share:g}"
+            )
+        object.__setattr__(self, "utilisation", share)
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.gpu_memory_gb * 1e9
+
+    @property
+    def flops_per_second(self) -> float:
+        """Sustained FLOP/s of one GPU: peak times utilisation."""
+        return self.tflops * 1e12 * self.utilisation
+
+
+def ring_allreduce_s(nbytes: float, ranks: int, gb_per_s: float) -> float:
+    """Seconds of a ring all-reduce of ``nbytes`` over ``ranks``: 2 (n-1)/n bytes / bandwidth."""
+    return 2 * (ranks - 1) / ranks * nbytes / (gb_per_s * 1e9) if ranks > 1 else 0.0
+
+
+def tp_allreduce_s(shape: ModelShape, parallel: Parallel, hardware: Hardware) -> float:
+    """One tensor-parallel all-reduce of a layer's (b, s, h) output, in seconds."""
+    nbytes = parallel.microbatch_size * shape.seq_len * shape.hidden * shape.bytes_per_element
+    return ring_allreduce_s(nbytes, parallel.tp, hardware.intra_node_gbps)
+
+
+TP_ALLREDUCES = {"none": (2, 2), "selective": (2, 2), "full": (2, 4)}
+"""Tensor-parallel all-reduces per layer, (forward, input-gradient backward), by
+recomputation mode: a full recomputation runs the forward's two again."""
+
+
+def dp_allreduce_s(parameters: int, dp: int, hardware: Hardware) -> float:
+    """The gradient all-reduce across ``dp`` replicas of one GPU's ``parameters`` (16-bit)."""
+    inside = hardware.num_gpus <= hardware.gpus_per_node
+    link = hardware.intra_node_gbps if inside else hardware.inter_node_gbps
+    return ring_allreduce_s(2.0 * parameters, dp, link)
+
+
+def route_length(name: str, pp: int, v: int | None) -> int:
+    """Model parts on a micro-batch's route: p v interleaved, 2p for the V shapes, else p."""
+    if name in ("zb-v", "dualpipev", "dualpipe"):
+        return 2 * pp
+    return pp * (v or 1)
+
+
+@lru_cache(maxsize=16)
+def schedule_of(name: str, pp: int, m: int, v: int | None) -> Schedule:
+    """The schedule, built once for each (name, p, m, v) and shared (schedules are immutable)."""
+    return build(name, pp, m, v)
+
+
+@lru_cache(maxsize=4096)
+def held_frontier(name: str, pp: int, m: int, v: int | None):
+    """Per rank: its stages, and the most activations it ever holds, per stage.
+
+    Returns, for each rank, ``(stages, snapshots)``: ``snapshots`` are the counts of
+    micro-batch activations held on each of ``stages`` just after each ``F`` starts, in
+    execution order (as :meth:`ppbook.timeline.Timeline.memory` counts them), keeping only
+    those no other snapshot exceeds on every stage. With positive bytes per stage the peak
+    is the largest ``sum(count * bytes)`` over the snapshots (:func:`peak_bytes`).
+    """
+    schedule = schedule_of(name, pp, m, v)
+    out = []
+    for rank, row in enumerate(schedule.actions):
+        stages = schedule.stages_on(rank)
+        index = {stage: k for k, stage in enumerate(stages)}
+        held = [0] * len(stages)
+        snapshots = set()
+        for step in row:
+            for stage, kind, _ in step.parts:
+                if kind == "F":
+                    held[index[stage]] += 1
+                    snapshots.add(tuple(held))
+                elif kind in ("B", "W"):  # a split backward frees at its W
+                    held[index[stage]] -= 1
+        out.append((stages, _undominated(snapshots)))
+    return tuple(out)
+
+
+def _undominated(snapshots: set[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    kept: list[tuple[int, ...]] = []
+    for snap in sorted(snapshots, key=sum, reverse=True):
+        if not any(all(a >= b for a, b in zip(k, snap, strict=True)) for k in kept):
+            kept.append(snap)
+    return tuple(kept)
+
+
+def peak_bytes(frontier, stage_bytes: list[float]) -> list[float]:
+    """Each rank's peak activation bytes, from :func:`held_frontier` and bytes per stage."""
+    out = []
+    for stages, snapshots in frontier:
+        sizes = [stage_bytes[s] for s in stages]
+        best = max(
+            (sum(c * x for c, x in zip(snap, sizes, strict=True)) for snap in snapshots),
+            default=0.0,
+        )
+        out.append(max(best, 0.0))
+    return out
+
+
+@lru_cache(maxsize=64)
+def simulated(name: str, pp: int, m: int, v: int | None, costs: Costs) -> Timeline:
+    """The simulated step of a schedule under ``costs``, cached (costs are hashable)."""
+    return simulate(schedule_of(name, pp, m, v), costs)
