@@ -20,6 +20,7 @@ CHAPTERS = {
     "3": "03_running.ipynb",
     "4": "04_zero_bubble.ipynb",
     "5": "05_dualpipe.ipynb",
+    "6": "06_memory.ipynb",
 }
 
 

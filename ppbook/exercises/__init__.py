@@ -49,6 +49,7 @@ _CHAPTERS = {
     "3": "ppbook.exercises.ch3",
     "4": "ppbook.exercises.ch4",
     "5": "ppbook.exercises.ch5",
+    "6": "ppbook.exercises.ch6",
 }
 
 
