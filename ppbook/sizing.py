@@ -212,7 +212,7 @@ class _Search:
     def evaluate(self, c: Config) -> None:
         """Memory of every GPU under ``c``; keep it to rank, or reject it and say why."""
         parallel = parallel_of(c, self.sp, self.zero)
-        layers, parts, counts, _, _ = _structure(self.shape, c.schedule, c.pp, c.v, c.tp)
+        layers, parts, counts, _, _, _ = _structure(self.shape, c.schedule, c.pp, c.v, c.tp)
         per_part = part_activation_bytes(self.shape, parallel, layers)
         frontier = held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
         held = peak_bytes(frontier, [per_part[k] for k in parts])
@@ -281,19 +281,19 @@ def _where(c: Config) -> str:
 
 @lru_cache(maxsize=1024)
 def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int):
-    """Layers per model part, each stage's part, each rank's parameters, stage -> rank and
-    the chunk share: the same for every m (found on a schedule with m = 2p)."""
+    """Layers per model part, each stage's part, each rank's parameters, stage -> rank, the
+    chunk share and the route: the same for every m (found on a schedule with m = 2p)."""
     schedule = schedule_of(name, pp, 2 * pp, v)
     layers = parts_of(schedule, shape, None)
     parts = [schedule.model_part(s) for s in range(schedule.num_stages)]
     counts = rank_parameters(schedule, shape, tp, layers)
-    return layers, parts, counts, schedule.stage_to_rank, schedule.chunk_share
+    return layers, parts, counts, schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
 
 
 def _costs(shape, hardware, c: Config, parallel) -> Costs:
     """Compute from :func:`ppbook.flops.stage_costs`, plus the tensor-parallel all-reduces,
     and the pipeline transfers on the links they cross (:mod:`ppbook.sizing_costs`)."""
-    layers, parts, _, _, share = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    layers, parts, _, _, share, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
     schedule = schedule_of(c.schedule, c.pp, 2 * c.pp, c.v)  # stage_costs needs no m
     topology = Topology(
         intra_node=Link(bandwidth=hardware.intra_node_gbps * 1e9, name="intra-node"),
@@ -325,14 +325,24 @@ def _costs(shape, hardware, c: Config, parallel) -> Costs:
 
 
 def _lower_bound(option: Option, shape: ModelShape, hardware: Hardware) -> float:
-    """No step is shorter than the busiest rank's compute plus the all-reduce."""
+    """No step is shorter than this: a rank's first action is a forward on one of its stages,
+    which waits for the forwards of every stage before it on the route; then the rank
+    computes all its passes (busy); then the data-parallel all-reduce runs."""
     c = option.config
-    _, _, _, stage_to_rank, share = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    _, _, _, stage_to_rank, share, route = _structure(shape, c.schedule, c.pp, c.v, c.tp)
     per_stage = option.costs.per_stage(len(stage_to_rank), share=share)
+    before = {}
+    ahead = 0.0
+    for stage in route:
+        before[stage] = ahead
+        ahead += per_stage["F"][stage]
     busy = [0.0] * c.pp
+    start = [ahead] * c.pp
     for stage, rank in enumerate(stage_to_rank):
         busy[rank] += per_stage["F"][stage] + per_stage["B"][stage]
-    return c.num_microbatches * max(busy) + _allreduce(option, hardware)
+        start[rank] = min(start[rank], before[stage])
+    longest = max(s + c.num_microbatches * b for s, b in zip(start, busy, strict=True))
+    return longest + _allreduce(option, hardware)
 
 
 def _allreduce(option: Option, hardware: Hardware) -> float:
@@ -350,14 +360,15 @@ def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
                 break
         c = option.config
         timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, option.costs)
+        makespan, bubble = timeline.makespan, timeline.bubble_fraction
         allreduce = _allreduce(option, hardware)
         done.append(
             replace(
                 option,
-                step_time_s=timeline.makespan + allreduce,
-                pipeline_s=timeline.makespan,
+                step_time_s=makespan + allreduce,
+                pipeline_s=makespan,
                 allreduce_s=allreduce,
-                bubble_fraction=timeline.bubble_fraction,
+                bubble_fraction=bubble,
             )
         )
     done.sort(key=lambda o: (o.step_time_s, o.memory_bytes))

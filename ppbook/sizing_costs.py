@@ -147,7 +147,6 @@ def schedule_of(name: str, pp: int, m: int, v: int | None) -> Schedule:
     return build(name, pp, m, v)
 
 
-@lru_cache(maxsize=4096)
 def held_frontier(name: str, pp: int, m: int, v: int | None):
     """Per rank: its stages, and the most activations it ever holds, per stage.
 
@@ -156,7 +155,34 @@ def held_frontier(name: str, pp: int, m: int, v: int | None):
     execution order (as :meth:`ppbook.timeline.Timeline.memory` counts them), keeping only
     those no other snapshot exceeds on every stage. With positive bytes per stage the peak
     is the largest ``sum(count * bytes)`` over the snapshots (:func:`peak_bytes`).
+
+    A schedule of the sizing search holds its most by the end of its warm-up: for
+    m >= 2p the snapshots are those of m = 2p (``tests/test_sizing.py`` checks every
+    schedule searched, p up to 10 and m up to 6p), so a longer schedule is not built for
+    them; a ValueError when the schedule's own rule refuses p, m and v.
     """
+    check_rule(name, pp, m, v)
+    return _frontier(name, pp, min(m, 2 * pp), v)
+
+
+def check_rule(name: str, pp: int, m: int, v: int | None) -> None:
+    """The schedule builder's ValueError if it refuses (p, m, v), without building a long one.
+
+    The searched schedules' rules ask for m at least some number up to 2p, or for m a
+    multiple of p: a schedule with 2p + (m mod p) micro-batches obeys them exactly when one
+    with m does. Only when it does not is m itself given to the builder, which checks its
+    rule before building anything, so that its message names the m asked for.
+    """
+    probe = m if m <= 3 * pp else 2 * pp + m % pp
+    try:
+        schedule_of(name, pp, probe, v)
+    except ValueError:
+        build(name, pp, m, v)  # raises the builder's own message for this m
+        raise
+
+
+@lru_cache(maxsize=4096)
+def _frontier(name: str, pp: int, m: int, v: int | None):
     schedule = schedule_of(name, pp, m, v)
     out = []
     for rank, row in enumerate(schedule.actions):
