@@ -1,5 +1,10 @@
 """zb-auto (ppbook/schedules/auto.py): valid, deadlock-free, within its memory limit, never
-slower than ZB-H1 or ZB-H2, and at the lower bound where a closed form says where that is."""
+slower than ZB-H1 or ZB-H2, and at the lower bound where a closed form says where that is.
+
+The memory limit is checked by the Timeline's own count, under the same costs' w_memory
+(the share of an activation a waiting W holds). The Timeline adds and frees shares one by
+one in floating point, so a rank at exactly K may read K + 1e-15: PEAK_SLACK allows that
+rounding and nothing more."""
 
 import pytest
 from hypothesis import given
@@ -13,6 +18,9 @@ from ppbook.validate import validate
 
 EVEN = Costs(F=1, I=1, W=1)
 QUARTERS = st.integers(0, 12).map(lambda k: k / 4)  # exact in binary: sums carry no rounding
+WHOLE = st.just(1.0)  # w_memory = 1: an activation held whole until its W
+SHARES = st.one_of(WHOLE, st.just(0.0), st.floats(0, 1))  # any w_memory
+PEAK_SLACK = 1e-12  # relative: the Timeline's running sum of shares (module docstring)
 
 
 def _measures(timeline):
@@ -20,7 +28,7 @@ def _measures(timeline):
 
 
 @st.composite
-def problems(draw, same_on_every_stage=False):
+def problems(draw, same_on_every_stage=False, shares=WHOLE):
     p = draw(st.integers(1, 5))
     m = draw(st.integers(1, 10))
     limit = draw(st.integers(1, 3 * p + 1))
@@ -30,6 +38,7 @@ def problems(draw, same_on_every_stage=False):
         I=draw(per_stage),
         W=draw(per_stage),
         comm=draw(st.sampled_from([0, 0.25, 1])),
+        w_memory=draw(shares),
     )
     return p, m, limit, costs
 
@@ -44,13 +53,13 @@ def _references(p, m, limit, costs):
     return references
 
 
-@given(problems())
+@given(problems(shares=SHARES))
 def test_valid_within_the_limit_and_no_slower_than_zb_h1_or_zb_h2(problem):
     p, m, limit, costs = problem
     schedule = zb_auto(p, m, costs, limit)
     validate(schedule)
-    timeline = simulate(schedule, costs)  # raises if it deadlocks
-    assert all(timeline.peak_activations(r) <= limit for r in range(p))
+    timeline = simulate(schedule, costs)  # raises if it deadlocks; counts with w_memory
+    assert all(timeline.peak_activations(r) <= limit * (1 + PEAK_SLACK) for r in range(p))
     span, makespan = _measures(timeline)
     assert span >= zb_span_lower_bound(p, m, costs, limit)
     references = _references(p, m, limit, costs)
@@ -59,7 +68,7 @@ def test_valid_within_the_limit_and_no_slower_than_zb_h1_or_zb_h2(problem):
         assert makespan <= min(references)[1]
 
 
-@given(problems(same_on_every_stage=True))
+@given(problems(same_on_every_stage=True, shares=SHARES))
 def test_equal_stages_no_slower_on_both_measures(problem):
     p, m, limit, costs = problem
     span, makespan = _measures(simulate(zb_auto(p, m, costs, limit), costs))
@@ -67,10 +76,11 @@ def test_equal_stages_no_slower_on_both_measures(problem):
         assert span <= ref_span and makespan <= ref_makespan
 
 
-@given(problems())
+@given(problems(shares=SHARES))
 def test_the_lower_bound_holds_for_the_hand_written_schedules(problem):
-    # ZB-H1 holds min(p, m) activations per rank and ZB-H2 min(2p - 1, m): neither may
-    # span less than the bound says any schedule within that memory must.
+    # ZB-H1 holds at most min(p, m) activations per rank and ZB-H2 min(2p - 1, m) (less
+    # with w_memory < 1): neither may span less than the bound says any schedule within
+    # that memory must.
     p, m, _, costs = problem
     assert max(simulate(zb_h1(p, m), costs).rank_spans) >= zb_span_lower_bound(p, m, costs, p)
     if m >= 2 * p - 1:

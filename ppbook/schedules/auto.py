@@ -2,9 +2,12 @@
 
 ``zb_auto(p, m, costs, memory_limit=K)`` builds a one-stage-per-rank schedule of F, I and W
 passes (the paper's B is ``I`` here) for the given per-stage costs and transfer time, in
-which no rank ever holds more than K micro-batch activations (held from the start of a
-stage's F until the end of its W, as :class:`~ppbook.timeline.Timeline` counts them). The
-paper's ZB-1p is K = p, its ZB-2p is K = 2p.
+which no rank ever holds more than K micro-batch activations, counted as
+:class:`~ppbook.timeline.Timeline` counts them: whole from the start of a stage's F to the
+end of its I, and the share w = ``costs.w_memory`` from there to the end of its W (the
+paper's M_W / M_B, its Table 1: W needs only the inputs and output gradients of the
+linear layers; w = 1, the default, holds it whole until W). The paper's ZB-1p is K = p,
+its ZB-2p is K = 2p, both with its w.
 
 The paper's heuristic, written anew: a list scheduler that builds every rank's order while
 timing it, micro-batch by micro-batch. A round places one F on each rank from the first to
@@ -21,16 +24,17 @@ its input has arrived, as :func:`ppbook.simulate.simulate` times it):
 
 Eight variants (whether the warm-up stops before a forward that would leave a gap, whether
 a W may overrun a short wait, and a cap of 2(p-1-r) warm-up forwards) are built, and so is
-the hand-written family of ZB-H1 and ZB-H2 (rank r warms up with w_r forwards and runs each
-W d_r pairs late, w_r + 1 + d_r <= K). The best by (longest rank span, makespan) is kept:
+the hand-written family of ZB-H1 and ZB-H2 (rank r warms up with n_r forwards and runs each
+W d_r pairs late, n_r + 1 + w d_r <= K). The best by (longest rank span, makespan) is kept:
 the paper's bubble rate is measured on the longest span. ZB-H1 and ZB-H2 are themselves
 candidates whenever they fit the limit, and the result is no slower than either on either
 measure (when none of these is, a hill-climb over the family looks for one:
 :func:`zb_auto` says what is kept if it finds none).
 
-How low the span can go: :func:`zb_span_lower_bound`. An activation held whole until its W
-makes postponed W passes as dear as waiting forwards; the paper counts only M_W < M_B for
-them (its Table 1), which is why its ZB-2p (K = 2p there) goes below this bound.
+How low the span can go: :func:`zb_span_lower_bound`. With w = 1 a postponed W is as
+dear as a waiting forward, and at K = 2p no schedule reaches the paper's ZB-2p rates; with
+the paper's w (about 0.37 to 0.43 for its models) this scheduler matches or beats them
+(``tests/test_zero_bubble_paper.py``).
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ class _Rounds:
     ``i_end[r * m + j]`` the end of F and I of micro-batch j on rank r.
     """
 
-    def __init__(self, p, m, limit, cost, comm, adaptive=None, fixed=None):
-        self.p, self.m, self.limit, self.comm = p, m, limit, comm
+    def __init__(self, p, m, limit, cost, comm, kept, adaptive=None, fixed=None):
+        self.p, self.m, self.limit, self.comm, self.kept = p, m, limit, comm, kept
+        self.room = limit * (1 + _TOLERANCE)  # the most activations held, in float sums
         self.adaptive, self.fixed = adaptive, fixed
         self.F, self.I, self.W = cost["F"], cost["I"], cost["W"]
         self.nf, self.ni, self.nw, self.peak = [0] * p, [0] * p, [0] * p, [0] * p
@@ -86,8 +91,13 @@ class _Rounds:
         ready = self.f_end[(r - 1) * self.m + j] + self.comm if r else 0.0
         self.f_end[r * self.m + j] = self._run(r, "F", j, ready, self.F[r])
         self.nf[r] = j + 1
-        if j + 1 - self.nw[r] > self.peak[r]:
-            self.peak[r] = j + 1 - self.nw[r]
+        held = self.held(r)
+        if held > self.peak[r]:
+            self.peak[r] = held
+
+    def held(self, r: int) -> float:
+        """Activations rank r holds now: whole until I, the share ``kept`` until W."""
+        return self.nf[r] - self.ni[r] + self.kept * (self.ni[r] - self.nw[r])
 
     def input_grad(self, r: int) -> None:
         j = self.ni[r]
@@ -138,7 +148,7 @@ class _Rounds:
         return extra
 
     def build(self) -> _Rounds:
-        p, m, comm, limit = self.p, self.m, self.comm, self.limit
+        p, m, comm = self.p, self.m, self.comm
         for r in range(p):  # warm-up
             self.forward(r)
         for r, extra in enumerate(self.warmup()):
@@ -149,8 +159,8 @@ class _Rounds:
                 if i == 0 or self.nf[r] >= m:
                     continue
                 if not self.fixed:
-                    while self.nf[r] - self.nw[r] >= limit:  # memory full: a W first
-                        self.weight(r)
+                    while self.held(r) + 1 > self.room and self.nw[r] < self.ni[r]:
+                        self.weight(r)  # memory full: a W first
                     if r:
                         self.fill(r, self.f_end[(r - 1) * m + self.nf[r]] + comm)
                 self.forward(r)
@@ -181,10 +191,13 @@ ADAPTIVE = [(a, b, cap) for cap in (None, 2) for a in (True, False) for b in (Tr
 the first I, let a W overrun a short wait, cap the warm-up at 2(p-1-r) extra forwards)."""
 
 
-def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float):
+def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float, kept: float):
     """(name, warm-up, W delay) of ZB-H1, ZB-H2 (m >= 2p-1), and the same shape with the
     warm-up of 1F1B, of ZB-H2, and of the forwards that fill the wait for the first
-    gradient under these costs, each W postponed as far as the limit allows."""
+    gradient under these costs, each W postponed as far as the limit allows; and ZB-H2
+    fitted to these costs: one more warm-up forward on all but the last four ranks, and
+    rank r's W late by as many W passes as fill sum_{q<r} (F_q + I_q + 2c), the lead of
+    its steady state over rank 0's (2r at F = I = W, no transfer time: ZB-H2's)."""
     yield "zb-h1", [p - 1 - r for r in range(p)], list(range(p))
     if m >= 2 * p - 1:
         yield "zb-h2", [2 * (p - 1 - r) for r in range(p)], [2 * r for r in range(p)]
@@ -192,14 +205,42 @@ def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float):
     for r in range(p):
         wait = sum(cost["F"][r + 1 :]) + sum(cost["I"][r + 1 :]) + 2 * (p - 1 - r) * comm
         fill.append(int(wait // cost["F"][r]) if cost["F"][r] else m)
+    h2_plus = [2 * (p - 1 - r) + (r < p - 4) for r in range(p)]
     for warmup in ([p - 1 - r for r in range(p)], [2 * (p - 1 - r) for r in range(p)], fill):
-        warm = [min(warmup[0], limit - 1, m - 1)]
-        for w in warmup[1:]:
-            warm.append(min(w, warm[-1]))
-        yield "family", warm, [limit - 1 - w for w in warm]
+        warm = _falling(warmup, limit, m)
+        yield "family", warm, [_latest(limit, w, kept, m) for w in warm]
+    warm, lead, delay = _falling(h2_plus, limit, m), 0.0, []
+    for r in range(p):
+        latest = _latest(limit, warm[r], kept, m)
+        delay.append(min(latest, round(lead / cost["W"][r])) if cost["W"][r] else latest)
+        lead += cost["F"][r] + cost["I"][r] + 2 * comm
+    yield "family", warm, delay
 
 
-def _search(p, m, limit, cost, comm, start, goal) -> _Rounds | None:
+def _falling(warmup: list[int], limit: int, m: int) -> list[int]:
+    """Warm-up forwards within the limit (all held whole), never rising from rank to rank."""
+    warm = [min(warmup[0], limit - 1, m - 1)]
+    for w in warmup[1:]:
+        warm.append(min(w, warm[-1]))
+    return warm
+
+
+def _latest(limit: int, warm: int, kept: float, m: int) -> int:
+    """The most W passes a rank with ``warm`` warm-up forwards may keep waiting: each of
+    them holds ``kept`` of an activation, beside the warm + 1 held whole."""
+    if warm + 1 > limit:
+        return -1  # not even the warm-up fits
+    return _waiting(limit - 1 - warm, kept, m)
+
+
+def _waiting(room: float, kept: float, m: int) -> int:
+    """How many of m weight passes, each holding ``kept``, fit in ``room`` activations."""
+    if kept * m <= room * (1 + _TOLERANCE):
+        return m
+    return int(room / kept * (1 + _TOLERANCE))
+
+
+def _search(p, m, limit, cost, comm, kept, start, goal) -> _Rounds | None:
     """Hill-climb the hand-written family from ``start`` (warm-up, delay), one rank's w_r or
     d_r by one at a time, to a schedule within the limit and no slower than ``goal`` (span,
     makespan) on both; None if none is found within a budget of some 400,000 placed passes.
@@ -213,17 +254,17 @@ def _search(p, m, limit, cost, comm, start, goal) -> _Rounds | None:
 
     budget = max(8, 400_000 // (3 * p * m))
     warm, delay = list(start[0]), list(start[1])
-    current = _Rounds(p, m, limit, cost, comm, fixed=(warm, delay)).build()
+    current = _Rounds(p, m, limit, cost, comm, kept, fixed=(warm, delay)).build()
     worst = excess(current)
     while budget > 0 and not _no_slower(current.measures(), goal):
         for r, which, step in ((r, k, s) for r in range(p) for k in (1, 0) for s in (1, -1)):
             trial = [list(warm), list(delay)]
             trial[which][r] += step
-            if trial[which][r] < 0 or trial[0][r] + 1 + trial[1][r] > limit:
+            if trial[which][r] < 0 or trial[1][r] > _latest(limit, trial[0][r], kept, m):
                 continue
             budget -= 1
-            rounds = _Rounds(p, m, limit, cost, comm, fixed=trial).build()
-            if max(rounds.peak) <= limit and excess(rounds) < worst:
+            rounds = _Rounds(p, m, limit, cost, comm, kept, fixed=trial).build()
+            if max(rounds.peak) <= rounds.room and excess(rounds) < worst:
                 (warm, delay), current, worst = trial, rounds, excess(rounds)
                 break
             if budget <= 0:
@@ -276,13 +317,13 @@ def zb_auto(
     3m: the Zero Bubble paper's bubble rate 0 (ZB-H2's parallelogram).
     """
     p, m, costs, limit = _arguments("zb-auto", num_stages, num_microbatches, costs, memory_limit)
-    cost, comm = costs.per_stage(p), costs.transfer
+    cost, comm, kept = costs.per_stage(p), costs.transfer, costs.w_memory
     candidates, references, starts = [], [], []
     for adaptive in ADAPTIVE:
-        candidates.append(_Rounds(p, m, limit, cost, comm, adaptive=adaptive).build())
-    for name, warmup, delay in _hand_written(p, m, limit, cost, comm):
-        rounds = _Rounds(p, m, limit, cost, comm, fixed=(warmup, delay)).build()
-        if max(rounds.peak) <= limit:
+        candidates.append(_Rounds(p, m, limit, cost, comm, kept, adaptive=adaptive).build())
+    for name, warmup, delay in _hand_written(p, m, limit, cost, comm, kept):
+        rounds = _Rounds(p, m, limit, cost, comm, kept, fixed=(warmup, delay)).build()
+        if max(rounds.peak) <= rounds.room:
             candidates.append(rounds)
             if name != "family":
                 references.append(rounds.measures())
@@ -291,7 +332,7 @@ def zb_auto(
     goal = tuple(min((r[k] for r in references), default=float("inf")) for k in (0, 1))
     fair = [c for c in candidates if _no_slower(c.measures(), goal)]
     for start in starts if not fair else ():
-        found = _search(p, m, limit, cost, comm, start, goal)
+        found = _search(p, m, limit, cost, comm, kept, start, goal)
         if found:
             fair.append(found)
             break
@@ -310,26 +351,30 @@ def zb_span_lower_bound(
     memory_limit: int | None = None,
 ) -> float:
     """A lower bound on the longest rank span of every schedule with one stage per rank in
-    which no rank ever holds more than K activations (each held from its F to its W).
+    which no rank ever holds more than K activations (each held whole from its F to its I,
+    and the share w = ``costs.w_memory`` of it from there to its W).
 
     A rank's span is at least its work, m(F + I + W). And for ranks r < s: rank r starts
     at least sum_{q=r}^{s-1} (F_q + c) before rank s; rank s's last I ends at least
-    m(F_s + I_s) + (m - min(K, m)) W_s after rank s starts (at most K weight passes can
-    still wait after it); its gradient reaches rank r sum_{q=r}^{s-1} (I_q + c) later, and
+    m(F_s + I_s) + (m - n) W_s after rank s starts, where n = min(m, floor(K / w)) (m when
+    w = 0) is the most weight passes that can still wait after it (then each holds w and
+    nothing else is held); its gradient reaches rank r sum_{q=r}^{s-1} (I_q + c) later, and
     rank r still runs that I's W. So span_r >= sum_{q=r}^{s-1} (F_q + I_q + 2c)
-    + m(F_s + I_s) + (m - min(K, m)) W_s + W_r. Arguments as :func:`zb_auto`'s.
+    + m(F_s + I_s) + (m - n) W_s + W_r. Arguments as :func:`zb_auto`'s.
 
-    At F = I = W = 1 with no transfer time and m >= K this is max(3m, 3m + 2(p-1) - (K-1)):
-    ZB-H1's 3m + p - 1 at K = p, and ZB-H2's 3m (no bubble) at K = 2p-1.
+    At F = I = W = 1 with no transfer time, w = 1 and m >= K this is
+    max(3m, 3m + 2(p-1) - (K-1)): ZB-H1's 3m + p - 1 at K = p, and ZB-H2's 3m (no bubble)
+    at K = 2p-1.
     """
     p, m, costs, limit = _arguments(
         "zb_span_lower_bound", num_stages, num_microbatches, costs, memory_limit
     )
-    cost, c = costs.per_stage(p), costs.transfer
+    cost, c, kept = costs.per_stage(p), costs.transfer, costs.w_memory
     F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
+    waiting = _waiting(limit, kept, m)
     bound = max(m * (F[r] + I[r] + W[r]) for r in range(p))
     for s in range(1, p):
-        tail = m * (F[s] + I[s]) + (m - min(limit, m)) * W[s]
+        tail = m * (F[s] + I[s]) + (m - waiting) * W[s]
         path = 0.0  # sum over q = r .. s-1 of F_q + I_q + 2c
         for r in range(s - 1, -1, -1):
             path += F[r] + I[r] + 2 * c
