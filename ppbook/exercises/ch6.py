@@ -186,13 +186,12 @@ def _smallest_p(answer):
             f"{_gb(top.activations)} activations), over 80 GB.",
             hint,
         )
-    if given > 1 and busiest(given - 1).total <= 80 * GB:
+    fewer = busiest(given - 1)  # given >= 2: one device cannot hold the model
+    if fewer.total <= 80 * GB:
         return wrong(f"p = {given} fits, but p = {given - 1} fits too.")
     return right(
         f"at p = {given} the busiest rank, rank {top.rank}, needs {_gb(top.total)}; "
-        f"at p = {given - 1} it would need {_gb(busiest(given - 1).total)}."
-        if given > 1
-        else f"one device holds it all: {_gb(top.total)}."
+        f"at p = {given - 1} it would need {_gb(fewer.total)}."
     )
 
 
