@@ -106,6 +106,37 @@ def test_equal_passes_reach_the_closed_form(p):
     assert one_p == pytest.approx(1 - 3 * m / (3 * m + p - 1))
 
 
+@pytest.mark.parametrize("share", [0.5, 0.25, 0.0])
+def test_a_smaller_w_memory_cannot_shorten_the_warm_up(share):
+    # Before its first I a rank can only run forwards, each held whole: with K of them
+    # rank 0 still waits 2p - 1 - K for the first gradient (F = I = W = 1, no transfer),
+    # whatever share w a waiting W keeps. So the closed form above holds for every w, and
+    # both zb-auto and the bound reach it.
+    costs = Costs(F=1, I=1, W=1, w_memory=share)
+    for p in (1, 2, 3, 4):
+        for m in range(1, 3 * p + 2):
+            for limit in range(p, 2 * p + 2):
+                expected = max(3 * m, 3 * m + 2 * p - 1 - min(limit, m))
+                assert zb_span_lower_bound(p, m, costs, limit) == expected
+                timeline = simulate(zb_auto(p, m, costs, limit), costs)
+                assert max(timeline.rank_spans) == expected
+
+
+def test_the_papers_share_lets_more_w_passes_wait():
+    # Zero Bubble paper, 6.2B model on p = 8, m = 24 (Table 9; its B is our I). Counting
+    # w = 32h / (34h + 5as) = 0.432 of an activation for a waiting W (its Table 1), K = 2p
+    # admits its ZB-2p bubble rate 0.0029 (Table 5) and more; whole activations do not.
+    whole = Costs(F=29.718, I=29.444, W=19.927, comm=0.527)
+    shared = Costs(F=29.718, I=29.444, W=19.927, comm=0.527, w_memory=0.432)
+    p, m = 8, 24
+    assert simulate(zb_auto(p, m, whole, 2 * p), whole).zb_bubble_rate > 0.05
+    timeline = simulate(zb_auto(p, m, shared, 2 * p), shared)
+    assert timeline.zb_bubble_rate <= 0.0029
+    assert all(timeline.peak_activations(r) <= 2 * p * (1 + PEAK_SLACK) for r in range(p))
+    work = m * (29.718 + 29.444 + 19.927)
+    assert 1 - work / zb_span_lower_bound(p, m, shared, 2 * p) <= timeline.zb_bubble_rate
+
+
 def test_paper_costs_at_two_p_reach_the_lower_bound():
     # The Zero Bubble paper's Table 9, 1.5B model, p = 8, m = 24 (its B is our I). With each
     # activation held until its W, K = 2p reaches the bound: rate 0.1015 (ZB-H2: 0.1083).

@@ -39,6 +39,7 @@ the paper's w (about 0.37 to 0.43 for its models) this scheduler matches or beat
 
 from __future__ import annotations
 
+from fractions import Fraction
 from functools import partial
 
 from ppbook.costs import Costs
@@ -56,16 +57,16 @@ class _Rounds:
     ``(warmup, delay)``: the hand-written family, rank r warming up with ``warmup[r]``
     forwards and keeping ``delay[r]`` weight passes postponed. Per rank: ``nf``, ``ni``,
     ``nw`` passes of each kind placed, ``free`` the end of its last pass, ``idle`` its wait
-    since its first forward, ``peak`` the most activations held; ``f_end[r * m + j]`` and
+    since its first forward; ``over`` whether some rank ever held more than the limit
+    (whole activations until I, the share ``kept`` until W); ``f_end[r * m + j]`` and
     ``i_end[r * m + j]`` the end of F and I of micro-batch j on rank r.
     """
 
     def __init__(self, p, m, limit, cost, comm, kept, adaptive=None, fixed=None):
         self.p, self.m, self.limit, self.comm, self.kept = p, m, limit, comm, kept
-        self.room = limit * (1 + _TOLERANCE)  # the most activations held, in float sums
         self.adaptive, self.fixed = adaptive, fixed
         self.F, self.I, self.W = cost["F"], cost["I"], cost["W"]
-        self.nf, self.ni, self.nw, self.peak = [0] * p, [0] * p, [0] * p, [0] * p
+        self.nf, self.ni, self.nw, self.over = [0] * p, [0] * p, [0] * p, False
         self.free, self.idle, self.first = [0.0] * p, [0.0] * p, [0.0] * p
         self.most_idle = 0.0
         self.f_end, self.i_end = [0.0] * (p * m), [0.0] * (p * m)
@@ -91,13 +92,12 @@ class _Rounds:
         ready = self.f_end[(r - 1) * self.m + j] + self.comm if r else 0.0
         self.f_end[r * self.m + j] = self._run(r, "F", j, ready, self.F[r])
         self.nf[r] = j + 1
-        held = self.held(r)
-        if held > self.peak[r]:
-            self.peak[r] = held
+        if not self.fits(r, j + 1 - self.ni[r]):
+            self.over = True
 
-    def held(self, r: int) -> float:
-        """Activations rank r holds now: whole until I, the share ``kept`` until W."""
-        return self.nf[r] - self.ni[r] + self.kept * (self.ni[r] - self.nw[r])
+    def fits(self, r: int, whole: int) -> bool:
+        """Whether ``whole`` activations and rank r's waiting W passes fit in the limit."""
+        return _fits(whole, self.ni[r] - self.nw[r], self.kept, self.limit)
 
     def input_grad(self, r: int) -> None:
         j = self.ni[r]
@@ -159,7 +159,7 @@ class _Rounds:
                 if i == 0 or self.nf[r] >= m:
                     continue
                 if not self.fixed:
-                    while self.held(r) + 1 > self.room and self.nw[r] < self.ni[r]:
+                    while self.nw[r] < self.ni[r] and not self.fits(r, 1 + self.nf[r] - self.ni[r]):
                         self.weight(r)  # memory full: a W first
                     if r:
                         self.fill(r, self.f_end[(r - 1) * m + self.nf[r]] + comm)
@@ -233,11 +233,20 @@ def _latest(limit: int, warm: int, kept: float, m: int) -> int:
     return _waiting(limit - 1 - warm, kept, m)
 
 
-def _waiting(room: float, kept: float, m: int) -> int:
+def _waiting(room: int, kept: float, m: int) -> int:
     """How many of m weight passes, each holding ``kept``, fit in ``room`` activations."""
-    if kept * m <= room * (1 + _TOLERANCE):
+    if _fits(0, m, kept, room):
         return m
-    return int(room / kept * (1 + _TOLERANCE))
+    return int(Fraction(room) // Fraction(kept))
+
+
+def _fits(whole: int, waiting: int, kept: float, limit: int) -> bool:
+    """Whether ``whole`` activations and ``waiting`` shares ``kept`` fit in ``limit``,
+    decided exactly (a float product first, the exact fraction when it is too close)."""
+    room, used = limit - whole, kept * waiting
+    if abs(used - room) > 1e-9 * (limit + 1):
+        return used < room
+    return Fraction(kept) * waiting <= room
 
 
 def _search(p, m, limit, cost, comm, kept, start, goal) -> _Rounds | None:
@@ -264,7 +273,7 @@ def _search(p, m, limit, cost, comm, kept, start, goal) -> _Rounds | None:
                 continue
             budget -= 1
             rounds = _Rounds(p, m, limit, cost, comm, kept, fixed=trial).build()
-            if max(rounds.peak) <= rounds.room and excess(rounds) < worst:
+            if not rounds.over and excess(rounds) < worst:
                 (warm, delay), current, worst = trial, rounds, excess(rounds)
                 break
             if budget <= 0:
@@ -302,11 +311,13 @@ def zb_auto(
 ) -> Schedule:
     """An automatic zero-bubble schedule (Zero Bubble PP, arXiv:2401.10241, sec. 3).
 
-    ``costs`` gives F, I and W per stage and the transfer time (default ``Costs()``, the
-    simulator's default: F = 1 and B = 2, so I = W = 1, no transfer time); ``memory_limit``
-    K is the most micro-batch activations of one stage a rank may hold at any instant, an
-    integer >= 1 (default p, the paper's ZB-1p; ZB-2p is 2p). The schedule is built for
-    these costs: simulate it with the same ones. Any m >= 1.
+    ``costs`` gives F, I and W per stage, the transfer time and ``w_memory`` (default
+    ``Costs()``, the simulator's default: F = 1 and B = 2, so I = W = 1, no transfer time,
+    w = 1); ``memory_limit`` K is the most micro-batch activations of one stage a rank may
+    hold at any instant, an integer >= 1 (default p, the paper's ZB-1p; ZB-2p is 2p), each
+    counted whole until its I and as the share w until its W, as the Timeline of the same
+    costs counts them. The schedule is built for these costs: simulate it with the same
+    ones. Any m >= 1.
 
     Its longest rank span is never above ZB-H1's when ZB-H1 fits the limit (always when
     K >= p), nor above ZB-H2's when m >= 2p-1 and K >= 2p-1; nor is its makespan, whenever
@@ -323,7 +334,7 @@ def zb_auto(
         candidates.append(_Rounds(p, m, limit, cost, comm, kept, adaptive=adaptive).build())
     for name, warmup, delay in _hand_written(p, m, limit, cost, comm, kept):
         rounds = _Rounds(p, m, limit, cost, comm, kept, fixed=(warmup, delay)).build()
-        if max(rounds.peak) <= rounds.room:
+        if not rounds.over:
             candidates.append(rounds)
             if name != "family":
                 references.append(rounds.measures())
@@ -354,25 +365,35 @@ def zb_span_lower_bound(
     which no rank ever holds more than K activations (each held whole from its F to its I,
     and the share w = ``costs.w_memory`` of it from there to its W).
 
-    A rank's span is at least its work, m(F + I + W). And for ranks r < s: rank r starts
-    at least sum_{q=r}^{s-1} (F_q + c) before rank s; rank s's last I ends at least
-    m(F_s + I_s) + (m - n) W_s after rank s starts, where n = min(m, floor(K / w)) (m when
-    w = 0) is the most weight passes that can still wait after it (then each holds w and
-    nothing else is held); its gradient reaches rank r sum_{q=r}^{s-1} (I_q + c) later, and
-    rank r still runs that I's W. So span_r >= sum_{q=r}^{s-1} (F_q + I_q + 2c)
-    + m(F_s + I_s) + (m - n) W_s + W_r. Arguments as :func:`zb_auto`'s.
+    A rank's span is at least its work, m(F_r + I_r + W_r), plus two waits:
 
-    At F = I = W = 1 with no transfer time, w = 1 and m >= K this is
-    max(3m, 3m + 2(p-1) - (K-1)): ZB-H1's 3m + p - 1 at K = p, and ZB-H2's 3m (no bubble)
-    at K = 2p-1.
+    - warm-up: rank r's first I cannot start before micro-batch 0 has gone down to the
+      last rank and its gradient back, sum_{q>=r} F_q + sum_{q>r} I_q + 2(p-1-r)c after
+      rank r starts, and until then it can only run forwards, each held whole: at most
+      min(K, m) of them. The rest of that time it idles;
+    - cool-down: for ranks r < s, rank r starts at least sum_{q=r}^{s-1} (F_q + c) before
+      rank s; rank s's last I ends at least m(F_s + I_s) + (m - n) W_s after rank s
+      starts, where n = min(m, floor(K / w)) (m when w = 0) is the most weight passes that
+      can still wait after it (then each holds w and nothing else is held); its gradient
+      reaches rank r sum_{q=r}^{s-1} (I_q + c) later, and rank r still runs that I's W. So
+      span_r >= sum_{q=r}^{s-1} (F_q + I_q + 2c) + m(F_s + I_s) + (m - n) W_s + W_r.
+
+    Arguments as :func:`zb_auto`'s. At F = I = W = 1 with no transfer time and m >= K
+    this is max(3m, 3m + 2(p-1) - (K-1)) for every w (the warm-up wait, which the share w
+    cannot shorten; with w = 1 the cool-down gives the same): ZB-H1's 3m + p - 1 at K = p,
+    and ZB-H2's 3m (no bubble) at K = 2p-1.
     """
     p, m, costs, limit = _arguments(
         "zb_span_lower_bound", num_stages, num_microbatches, costs, memory_limit
     )
     cost, c, kept = costs.per_stage(p), costs.transfer, costs.w_memory
     F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
+    work = [m * (F[r] + I[r] + W[r]) for r in range(p)]
+    bound, trip = max(work), F[p - 1]  # trip: from rank r's first F to its first I
+    for r in range(p - 2, -1, -1):
+        trip += F[r] + I[r + 1] + 2 * c
+        bound = max(bound, work[r] + trip - min(limit, m) * F[r])
     waiting = _waiting(limit, kept, m)
-    bound = max(m * (F[r] + I[r] + W[r]) for r in range(p))
     for s in range(1, p):
         tail = m * (F[s] + I[s]) + (m - waiting) * W[s]
         path = 0.0  # sum over q = r .. s-1 of F_q + I_q + 2c
