@@ -100,12 +100,22 @@ def size(
     search = _Search(shape, hardware, batch, sequence_parallel, zero)
     modes = RECOMPUTE if recompute is None else (recompute,)
     n = hardware.num_gpus
+    _given("pp", pp, n)
     for t in _given("tp", tp, n) or _divisors(n):
         problem = _tp_problem(shape, hardware, t, sequence_parallel)
         if problem:
             if tp is not None:
                 raise ValueError(problem[1])
             search.reject(*problem, f"tp = {t}")
+            continue
+        if pp is not None and (n // t) % pp:
+            if tp is not None:
+                raise ValueError(f"tp * pp = {t} * {pp} must divide the {n} GPUs")
+            search.reject(
+                "tp * pp does not divide the GPUs",
+                f"pp {pp} does not divide the {n // t} GPUs left by tp {t}",
+                f"tp = {t}, pp = {pp}",
+            )
             continue
         for p in _given("pp", pp, n // t) or _divisors(n // t):
             if p > shape.layers and pp is not None:

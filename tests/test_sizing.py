@@ -1,0 +1,245 @@
+"""ppbook size: the published Megatron-LM configurations, hand-worked small cases, the
+cached activation counts against the simulator's timeline, the JSON and bad input."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from ppbook.cli import main
+from ppbook.links import nominal_links
+from ppbook.memory import ModelShape, peak_memory, total_parameters
+from ppbook.simulate import simulate
+from ppbook.sizing import CHUNKS, SIZING_SCHEDULES, size
+from ppbook.sizing_costs import H100_SXM, Hardware, _frontier, held_frontier, schedule_of
+from ppbook.sizing_result import parallel_of
+
+TABLE = Path(__file__).resolve().parents[1] / "data" / "megatron_table1.csv"
+ROWS = list(csv.DictReader(TABLE.open()))
+SMALL = ModelShape(layers=8, hidden=256, heads=8, vocab=1000, seq_len=128)
+
+
+def megatron_shape(row) -> ModelShape:
+    return ModelShape(
+        int(row["layers"]), int(row["hidden_size"]), int(row["attention_heads"]), 51200, 2048
+    )
+
+
+def run_json(capsys, *argv) -> tuple[int, dict]:
+    status = main(["size", *argv, "--json"])
+    return status, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["parameters_billion"] for r in ROWS])
+def test_parameter_counts_round_to_megatron_table_1(row):
+    assert f"{total_parameters(megatron_shape(row)) / 1e9:.1f}" == row["parameters_billion"]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["parameters_billion"] for r in ROWS])
+def test_each_published_configuration_fits_an_a100_80gb_with_full_recomputation(row, capsys):
+    shape = megatron_shape(row)
+    status, out = run_json(
+        capsys,
+        *("--layers", row["layers"], "--hidden", row["hidden_size"]),
+        *("--heads", row["attention_heads"], "--vocab", "51200", "--seq-len", "2048"),
+        *("--global-batch", row["batch_size"], "--gpus", row["gpus"]),
+        *("--gpu-memory-gb", "80", "--gpu-tflops", "312"),
+        *("--intra-node-gbps", "300", "--inter-node-gbps", "25"),
+        *("--tp", row["tensor_parallel_size"], "--pp", row["pipeline_parallel_size"]),
+        *("--recompute", "full", "--top", "1"),
+    )
+    assert status == 0 and out["fits"] is True
+    assert out["params"] == total_parameters(shape)
+    assert 0 < out["memory_per_gpu_bytes"] <= 80e9
+    tp, pp = int(row["tensor_parallel_size"]), int(row["pipeline_parallel_size"])
+    assert out["split"] == {"tp": tp, "pp": pp, "dp": int(row["gpus"]) // (tp * pp)}
+
+
+def test_json_keys(capsys):
+    status, out = run_json(
+        capsys,
+        *("--layers", "8", "--hidden", "256", "--heads", "8", "--vocab", "1000"),
+        *("--seq-len", "128", "--global-batch", "16", "--gpus", "4", "--top", "3"),
+    )
+    assert status == 0
+    assert {"params", "fits", "memory_per_gpu_bytes", "split", "best", "ranked", "rejected"} <= set(
+        out
+    )
+    assert out["params"] == total_parameters(SMALL)
+    assert len(out["ranked"]) == 3 and out["ranked"][0] == out["best"]
+    assert out["best"]["memory_per_gpu_bytes"] == out["memory_per_gpu_bytes"]
+    times = [o["step_time_s"] for o in out["ranked"]]
+    assert times == sorted(times)
+    for key in ("tp", "pp", "dp", "schedule", "v", "microbatch_size", "num_microbatches"):
+        assert key in out["best"]
+    assert set(out["best"]["memory_breakdown_bytes"]) >= {"parameters", "activations", "total"}
+
+
+def test_a_model_that_fits_one_gpu_runs_without_a_pipeline():
+    # 4 GPUs on one node, a model of a few MB: every split fits. With 1024 samples a step
+    # pp = 1 has no bubble, tp = 1 no all-reduce inside layers, and the gradient
+    # all-reduce is small next to the compute: pure data parallelism wins.
+    result = size(SMALL, 1024, Hardware(4), top=1)
+    best = result.best.config
+    assert (best.tp, best.pp, best.dp, best.recompute) == (1, 1, 4, "none")
+    # Its step by hand: m = 1024 / (4 b) micro-batches of b samples, each F + B over all
+    # layers (Zero Bubble Table 1: F = 24 b s h^2 + 4 b s^2 h, B = I + W = 48 b s h^2 +
+    # 8 b s^2 h per layer, the logits 2 b s h V in each of F, I and W), then a ring
+    # all-reduce of 2 bytes per parameter over NVLink: 2 (4-1)/4 * 2 N / 450e9.
+    s, h, V, L = 128, 256, 1000, 8
+    flops = L * (72 * s * h * h + 12 * s * s * h) + 3 * (2 * s * h * V)  # per sample
+    speed = H100_SXM["tflops"] * 1e12 * 0.5
+    allreduce = 2 * 3 / 4 * 2 * total_parameters(SMALL) / 450e9
+    assert result.best.pipeline_s == pytest.approx(256 * flops / speed, rel=1e-12)
+    assert result.best.allreduce_s == pytest.approx(allreduce, rel=1e-12)
+    assert result.best.bubble_fraction == pytest.approx(0.0, abs=1e-12)
+
+
+def test_with_a_small_batch_the_all_reduce_makes_a_pipeline_faster():
+    # 16 samples: 4 per GPU take about as long as the all-reduce of all the gradients, so
+    # splitting the model into a pipeline (dp = 1: no all-reduce) wins despite its bubble.
+    result = size(SMALL, 16, Hardware(4))
+    assert result.best.config.pp > 1 and result.best.allreduce_s == 0
+    data_parallel = next(o for o in result.ranked if o.config.dp == 4)
+    assert data_parallel.allreduce_s > 0.5 * data_parallel.pipeline_s
+
+
+def test_rejection_reasons_say_what_failed():
+    shape = ModelShape(layers=4, hidden=640, heads=40, vocab=1000, seq_len=64)
+    result = size(shape, 8, Hardware(16, gpus_per_node=8, gpu_memory_gb=0.05))
+    reasons = {kind: example.reason for kind, _, example in result.groups()}
+    assert reasons["tp beyond a node"] == "tp 16 > 8 GPUs per node"
+    assert "tp = 3 must divide heads = 40" not in str(reasons)  # 3 does not divide 16 GPUs
+    assert reasons["more stages than layers"].endswith("> 4 layers")
+    assert reasons["global batch not divisible"] == "global batch 8 not divisible by dp = 16"
+    memory = reasons["does not fit in memory"]
+    assert memory.startswith(("needs ", "parameters, gradients and optimizer state alone need "))
+    assert "GB > 0.05 GB on pipeline rank" in memory
+    zb_h2 = size(SMALL, 2, Hardware(2), pp=2, recompute="none")
+    rules = [r for r in zb_h2.rejected if r.kind == "zb-h2's rule"]
+    assert "m >= 2p-1" in rules[0].reason and "got m = 2 with p = 2" in rules[0].reason
+
+
+def test_tp_that_does_not_split_the_heads_is_rejected_by_the_search():
+    shape = ModelShape(layers=4, hidden=640, heads=40, vocab=1000, seq_len=64)
+    result = size(shape, 16, Hardware(16, gpus_per_node=16))
+    reasons = [r.reason for r in result.rejected if r.kind == "tp does not split the model"]
+    assert reasons == ["tp = 16 must divide heads = 40 (whole heads per rank)"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tp", "16", "--gpus", "16"], "tp 16 > 8 GPUs per node"),
+        (["--tp", "16"], "tp = 16 must divide the 8 GPUs"),
+        (["--tp", "8", "--gpus-per-node", "16", "--gpus", "16"], "tp = 8 must divide heads = 12"),
+        (["--pp", "3"], "pp = 3 must divide the 8 GPUs"),
+        (["--pp", "8", "--tp", "1"], "pp = 8 needs a layer per stage"),
+        (["--top", "-1"], "--top must be >= 0"),
+        (["--gpu-memory-gb", "0.001"], "no configuration fits; the closest is tp = "),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):
+    base = ["--layers", "4", "--hidden", "768", "--heads", "12", "--vocab", "1000"]
+    base += ["--seq-len", "64", "--global-batch", "8", "--gpus", "8"]
+    argv = base + extra
+    if "--gpus" in extra:  # the test gives its own cluster size
+        argv = base[:-2] + extra
+    status = main(["size", *argv])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_global_batch_not_divisible_by_any_split_says_so(capsys):
+    argv = "--layers 4 --hidden 256 --heads 8 --vocab 100 --seq-len 32 --global-batch 3"
+    status = main(["size", *argv.split(), "--gpus", "2", "--pp", "1", "--tp", "1"])
+    assert status == 2
+    assert "global batch not divisible" in capsys.readouterr().err
+
+
+def test_text_report_has_the_table_the_breakdown_and_the_rejections(capsys):
+    status = main(
+        [
+            "size",
+            "--layers",
+            "8",
+            "--hidden",
+            "256",
+            "--heads",
+            "8",
+            "--vocab",
+            "1000",
+            "--seq-len",
+            "128",
+            "--global-batch",
+            "16",
+            "--gpus",
+            "16",
+            "--top",
+            "4",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "step s  bubble f  GB/GPU  fits" in out
+    assert "memory of pipeline rank" in out and "rejected (" in out
+    assert "tp beyond a node: 1, e.g. tp = 16: tp 16 > 8 GPUs per node" in out
+
+
+def test_memory_of_every_ranked_option_equals_peak_memory_on_its_simulated_timeline():
+    # The search counts activations from each schedule's order (held_frontier); the
+    # timeline, with real costs, transfers and contention, must give the same bytes.
+    result = size(SMALL, 64, Hardware(8, gpus_per_node=4))
+    checked = {o.config.schedule for o in result.ranked}
+    assert checked >= set(SIZING_SCHEDULES)
+    for option in result.ranked:
+        ranks = result.memory(option)
+        worst = max(ranks, key=lambda r: r.total)
+        assert worst.total == pytest.approx(option.memory_bytes, rel=1e-12)
+        assert worst.rank == option.memory_rank
+
+
+@pytest.mark.parametrize("name", SIZING_SCHEDULES)
+def test_activations_held_are_those_of_m_equal_2p_for_longer_m(name):
+    for v in CHUNKS if name == "interleaved-1f1b" else (None,):
+        for p in range(2, 7):
+            for m in range(2 * p, 5 * p + 1):
+                if name == "interleaved-1f1b" and m % p:
+                    continue
+                assert held_frontier(name, p, m, v) == _frontier(name, p, m, v), (name, v, p, m)
+
+
+def test_held_frontier_peak_equals_the_timeline_with_uneven_stage_bytes():
+    shape = ModelShape(layers=16, hidden=128, heads=4, vocab=5000, seq_len=64)
+    for name in SIZING_SCHEDULES:
+        for v in CHUNKS[:2] if name == "interleaved-1f1b" else (None,):
+            result = size(
+                shape,
+                48,
+                Hardware(4),
+                tp=1,
+                pp=4,
+                microbatch_size=1,
+                recompute="none",
+                schedules=(name,),
+            )
+            option = next(o for o in result.ranked if o.config.v == v)
+            c = option.config
+            timeline = simulate(schedule_of(name, 4, c.num_microbatches, v))  # unit costs
+            ranks = peak_memory(timeline, shape, parallel_of(c))
+            assert max(r.total for r in ranks) == pytest.approx(option.memory_bytes, rel=1e-12)
+
+
+def test_top_k_is_the_head_of_the_full_ranking_and_bounds_hold():
+    every = size(SMALL, 64, Hardware(8, gpus_per_node=4))
+    top = size(SMALL, 64, Hardware(8, gpus_per_node=4), top=5)
+    assert [o.config for o in top.ranked] == [o.config for o in every.ranked[:5]]
+    assert top.not_ranked == len(every.ranked) - 5
+
+
+def test_default_links_are_the_nominal_figures_of_data_links_csv():
+    links = nominal_links()
+    assert H100_SXM["intra_node_gbps"] == links["NVLink 4"]
+    assert H100_SXM["inter_node_gbps"] == links["InfiniBand NDR"]
