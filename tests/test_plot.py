@@ -215,11 +215,11 @@ def test_every_axis_says_its_time_unit():
     measured = Timeline.from_arrays(
         simulated.schedule, simulated.starts, simulated.ends, source="measured"
     )
-    for timeline, unit in ((simulated, "time unit"), (measured, "s")):
+    for timeline, unit, amount in ((simulated, "time unit", "time units"), (measured, "s", "s")):
         fig, ax = plt.subplots()  # as chapter 3 draws a measured run: no memory panel
         plot_timeline(timeline, ax=ax)
         assert ax.get_xlabel() == f"time ({unit})"
-        assert f"makespan = {timeline.makespan:.4g} {unit}\n" in ax.get_title()
+        assert f"makespan = {timeline.makespan:.4g} {amount}\n" in ax.get_title()
         fig = plot_timeline(timeline, memory=True)
         assert fig.axes[1].get_xlabel() == f"time ({unit})"
 

@@ -34,6 +34,7 @@ from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES, shade, shades
 from ppbook.views.memory import plot_memory
+from ppbook.views.text import plural
 
 LANE_HEIGHT = 0.8  # box height, in rank units
 MAX_HATCHED = 600  # hatch chunks by default up to this many boxes (hatching draws slowly)
@@ -59,7 +60,7 @@ def title_text(timeline: Timeline, convention: bool = True) -> str:
     measured = "" if timeline.source == "simulated" else f" ({timeline.source})"
     text = (
         f"{schedule.name}{measured}: p = {p}, m = {m}, v = {v:g}, "
-        f"makespan = {timeline.makespan:.4g} {timeline.time_unit}\n"
+        f"makespan = {timeline.makespan:.4g} {plural(timeline.time_unit)}\n"
         f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f},  "
         f"bubble ratio r = idle/compute = {timeline.bubble_ratio:.3f}"
     )
