@@ -1,0 +1,244 @@
+"""Chapter 8's sizing calculator: a model card and a cluster in; the fastest configurations
+that fit, and the best one's simulated step, out.
+
+``sizing_calculator()`` builds the control; a notebook only displays it. Every change runs
+:func:`ppbook.sizing.size` (the ``top`` fastest options, as ``ppbook size`` does), shows
+them as a table with their step time in seconds, bubble fraction f = idle / total and
+memory per GPU in GB (10^9 bytes), and draws the best one's pipeline step
+(:func:`ppbook.views.gantt.plot_timeline`, times in seconds, activations in bytes) into
+one reused matplotlib ``Figure`` rendered to PNG. When nothing fits, the readout says
+which configuration came closest and why it failed.
+
+Model cards (:data:`MODEL_CARDS`) are GPT-style shapes (MLP 4h, ppbook's
+:class:`~ppbook.memory.ModelShape`); GPU cards (:data:`GPU_CARDS`) are an 8-GPU node's
+figures (:mod:`ppbook.sizing_costs`). Tests drive it through :meth:`SizingCalculator.update`.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+
+import ipywidgets as widgets
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ppbook.memory import RECOMPUTE, ModelShape
+from ppbook.sizing import size
+from ppbook.sizing_costs import A100_SXM_80GB, H100_SXM, Hardware
+from ppbook.sizing_result import SizingResult
+from ppbook.timeline import Timeline
+from ppbook.views.gantt import plot_timeline
+
+MODEL_CARDS = {
+    "Megatron 1.7B (Table 1)": ModelShape(24, 2304, 24, 51200, 2048),
+    "Megatron 18.4B (Table 1)": ModelShape(40, 6144, 48, 51200, 2048),
+    "Megatron 39.1B (Table 1)": ModelShape(48, 8192, 64, 51200, 2048),
+    "70B class (Llama-2-70B's 80 x 8192, MLP 4h: 65B)": ModelShape(
+        80, 8192, 64, 32000, 4096, tied_embeddings=False, position_embeddings=False
+    ),
+    "GPT-3 175B": ModelShape(96, 12288, 96, 51200, 2048),
+}
+"""Model shapes: Megatron-LM's Table 1 (arXiv:2104.04473; vocabulary 51,200, sequence 2048),
+GPT-3 175B (Brown et al. 2020, arXiv:2005.14165, Table 2.1) and a 70B-class model with
+Llama 2 70B's depth and width (its SwiGLU MLP and grouped-query attention are not modelled:
+ppbook counts 65B parameters)."""
+GPU_CARDS = {"H100 SXM 80 GB": H100_SXM, "A100 SXM 80 GB": A100_SXM_80GB}
+"""An 8-GPU node's memory, peak TFLOPS and links (:mod:`ppbook.sizing_costs`)."""
+FIGSIZE = (10.5, 4.5)  # inches
+DPI = 72
+TOP = 8
+MAX_DRAWN = 30_000
+"""Most actions drawn: a longer step is described, not drawn (drawing it takes minutes)."""
+
+
+class SizingCalculator(widgets.VBox):
+    """Model, GPU, cluster size, global batch, recomputation and utilisation; the ranked
+    options (``readout``) and the best one's step (``image`` of ``figure``).
+
+    After each change (or :meth:`update`) ``result`` is the
+    :class:`~ppbook.sizing_result.SizingResult` and ``timeline`` the best option's
+    simulated step (``None`` when nothing fits, or when it is too long to draw).
+    """
+
+    def __init__(
+        self,
+        model: str = "Megatron 18.4B (Table 1)",
+        gpu: str = "A100 SXM 80 GB",
+        gpus: int = 64,
+        global_batch: int = 256,
+        recompute: str = "search",
+        utilisation: float = 0.5,
+    ) -> None:
+        self.controls = {
+            "model": widgets.Dropdown(options=list(MODEL_CARDS), description="model"),
+            "gpu": widgets.Dropdown(options=list(GPU_CARDS), description="GPU"),
+            "gpus": widgets.Dropdown(options=[8, 16, 32, 64, 128, 256], description="GPUs"),
+            "global_batch": widgets.Dropdown(
+                options=[32, 64, 128, 256, 512, 1024], description="global batch"
+            ),
+            "recompute": widgets.Dropdown(options=["search", *RECOMPUTE], description="recompute"),
+            "utilisation": widgets.FloatSlider(
+                min=0.2, max=0.8, step=0.05, description="utilisation"
+            ),
+        }
+        for control in self.controls.values():
+            control.style.description_width = "initial"
+            if hasattr(control, "continuous_update"):
+                control.continuous_update = False
+        self.readout = widgets.HTML()
+        self.image = widgets.Image(
+            format="png",
+            layout=widgets.Layout(
+                width=f"{int(FIGSIZE[0] * DPI)}px", height=f"{int(FIGSIZE[1] * DPI)}px"
+            ),
+        )
+        self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
+        self.canvas = FigureCanvasAgg(self.figure)
+        self.axes = self.figure.add_axes((0.08, 0.14, 0.9, 0.78))
+        self.result: SizingResult | None = None
+        self.timeline: Timeline | None = None
+        self._holding = False
+        c = self.controls
+        rows = [
+            widgets.HBox([c["model"], c["gpu"], c["gpus"]]),
+            widgets.HBox([c["global_batch"], c["recompute"], c["utilisation"]]),
+        ]
+        super().__init__([*rows, self.readout, self.image])
+        self.update(
+            model=model,
+            gpu=gpu,
+            gpus=gpus,
+            global_batch=global_batch,
+            recompute=recompute,
+            utilisation=utilisation,
+        )
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+
+    @property
+    def state(self) -> dict:
+        """The controls' values, by the names :meth:`update` takes."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def update(self, **values) -> SizingResult:
+        """Set some controls (names as in :attr:`state`), then search and redraw once."""
+        unknown = set(values) - set(self.controls)
+        if unknown:
+            raise ValueError(
+                f"unknown control(s) {sorted(unknown)}; the controls are {list(self.controls)}"
+            )
+        self._holding = True
+        try:
+            for name, value in values.items():
+                control = self.controls[name]
+                options = getattr(control, "options", None)
+                if options is not None and value not in options:
+                    raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+                if options is None and not control.min <= value <= control.max:
+                    raise ValueError(f"{name} must be in {control.min}..{control.max}, got {value}")
+                control.value = value
+        finally:
+            self._holding = False
+        self.refresh()
+        return self.result
+
+    def refresh(self) -> None:
+        """Search the current state; redraw the table and the best option's step."""
+        state = self.state
+        hardware = Hardware(
+            num_gpus=state["gpus"],
+            utilisation=state["utilisation"],
+            **GPU_CARDS[state["gpu"]],
+        )
+        recompute = None if state["recompute"] == "search" else state["recompute"]
+        self.result = size(
+            MODEL_CARDS[state["model"]],
+            state["global_batch"],
+            hardware,
+            recompute=recompute,
+            top=TOP,
+        )
+        best = self.result.best
+        self.timeline = None
+        if best is not None and best.config.num_microbatches * best.config.pp < MAX_DRAWN // 3:
+            self.timeline = self.result.timeline(best)
+        self.readout.value = _table_html(self.result)
+        if self.timeline is None:
+            self.image.layout.display = "none"
+            return
+        for artist in [*self.axes.collections, *self.axes.texts, *self.axes.lines]:
+            artist.remove()
+        plot_timeline(self.timeline, self.axes, title=False, legend=False)
+        buffer = io.BytesIO()
+        self.canvas.print_png(buffer, pil_kwargs={"compress_level": 1})
+        self.image.value = buffer.getvalue()
+        self.image.layout.display = None
+
+    def _on_change(self, change) -> None:
+        if not self._holding:
+            self.refresh()
+
+
+def _table_html(result: SizingResult) -> str:
+    """The model and cluster, the ranked options, and (when none fits) the closest miss."""
+    head = (
+        f"<b>{result.params / 1e9:.1f}B parameters, global batch {result.global_batch}, "
+        f"{result.hardware.num_gpus} GPUs of {result.hardware.gpu_memory_gb:g} GB</b><br>"
+    )
+    if result.best is None:
+        closest = result.closest()
+        why = f"closest: {closest.where}: {closest.reason}" if closest else "nothing to try"
+        return (
+            f"<div style='font-family:monospace'>{head}"
+            f"<span style='color:#b00020'>no configuration fits; {html.escape(why)}</span></div>"
+        )
+    cells = "".join(
+        f"<th style='padding:0 6px'>{name}</th>"
+        for name in (
+            "tp",
+            "pp",
+            "dp",
+            "schedule",
+            "v",
+            "b",
+            "m",
+            "recompute",
+            "step s",
+            "bubble f",
+            "GB/GPU",
+        )
+    )
+    rows = []
+    for option in result.ranked:
+        c = option.config
+        values = (
+            c.tp,
+            c.pp,
+            c.dp,
+            c.schedule,
+            c.v or "",
+            c.microbatch_size,
+            c.num_microbatches,
+            c.recompute,
+            f"{option.step_time_s:.3f}",
+            f"{option.bubble_fraction:.3f}",
+            f"{option.memory_bytes / 1e9:.1f}",
+        )
+        rows.append(
+            "<tr>" + "".join(f"<td style='padding:0 6px'>{v}</td>" for v in values) + "</tr>"
+        )
+    note = (
+        "step s: the simulated pipeline step plus the data-parallel all-reduce, in seconds; "
+        "bubble f = idle / total of the pipeline; GB/GPU: the fullest GPU (10^9 bytes). "
+        "Below: the best option's step (time in s)."
+    )
+    return (
+        f"<div style='font-family:monospace'>{head}<table><tr>{cells}</tr>{''.join(rows)}"
+        f"</table>{html.escape(note)}</div>"
+    )
+
+
+def sizing_calculator(**kwargs) -> SizingCalculator:
+    """The sizing calculator widget (an ipywidgets ``VBox``); see :class:`SizingCalculator`."""
+    return SizingCalculator(**kwargs)
