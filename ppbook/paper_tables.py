@@ -3,9 +3,15 @@
 Qi, Wan, Huang and Lin 2024, "Zero Bubble Pipeline Parallelism", arXiv:2401.10241:
 Table 9 (Appendix D) gives, for four models and twelve (p, m) configurations, the times
 T_F, T_B, T_W and T_comm the authors profiled; Table 5 (section 5.3) gives each schedule's
-bubble rate computed from those times. The numbers live in the repository's ``data/``
-folder (``data/README.md`` says where each comes from); this module reads them and
-:func:`reproduce_table5` sets the simulator's rates beside the paper's (chapter 4).
+bubble rate computed from those times; Table 3 gives the models' shapes. The numbers live
+in the repository's ``data/`` folder (``data/README.md`` says where each comes from); this
+module reads them and :func:`reproduce_table5` sets the simulator's rates beside the
+paper's (chapter 4).
+
+The memory limits of ZB-1p and ZB-2p (p and 2p activations, the paper's M_B) count a
+micro-batch whose input gradient is done and whose W waits as M_W only (the paper's
+Table 1): :attr:`PaperModel.w_memory` = M_W / M_B from the model's shape, passed to the
+simulator as :attr:`ppbook.costs.Costs.w_memory`.
 
 The paper's B is the input-gradient pass only, ppbook's ``I``; 1F1B runs the full backward
 ``B = I + W`` as one pass. Its bubble rate is :attr:`ppbook.timeline.Timeline.zb_bubble_rate`:
@@ -19,19 +25,20 @@ The ``data/`` folder is not part of the installed package: run from a clone.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ppbook.checks import as_count, as_quantity
 from ppbook.costs import Costs
-from ppbook.schedule import Schedule
 from ppbook.schedules import build
 from ppbook.simulate import simulate
+from ppbook.symbolic.activations import activation_formulas
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 """Where the tables are: the ``data/`` folder next to the package in a clone."""
 TABLE9 = "zero_bubble_table9.csv"
 TABLE5 = "zero_bubble_table5.csv"
+MODELS = "zero_bubble_models.csv"
 
 SCHEDULES: dict[str, tuple[str, int | None]] = {
     "1F1B": ("1f1b", None),
@@ -68,6 +75,33 @@ class ProfiledCosts:
 
 
 @dataclass(frozen=True)
+class PaperModel:
+    """One model of Table 3: ``layers`` transformer layers of width ``hidden`` with
+    ``heads`` attention heads, on sequences of ``seq_len`` tokens."""
+
+    model: str
+    layers: int
+    heads: int
+    hidden: int
+    seq_len: int
+
+    @property
+    def w_memory(self) -> float:
+        """M_W / M_B: the share of a layer's activations its W still needs once its input
+        gradient is done (Table 1 of the Zero Bubble paper).
+
+        M_B is what a layer keeps for its backward, Korthikanti et al.'s
+        sb(34h + 5as) bytes (16-bit; :func:`ppbook.symbolic.activations.activation_formulas`
+        counts it); M_W = 32sbh bytes, the inputs of the four linear layers (sbh, sbh, sbh,
+        4sbh) and the gradients of their outputs (3sbh, sbh, 4sbh, sbh), 2 bytes each. The
+        micro-batch size b cancels: w = 32h / (34h + 5as).
+        """
+        s, h, a = self.seq_len, self.hidden, self.heads
+        held = activation_formulas()["layer_activation_bytes"](s=s, b=1, h=h, a=a)  # M_B
+        return 32 * s * h / held
+
+
+@dataclass(frozen=True)
 class PaperRates:
     """One row of Table 5: a configuration and each schedule's bubble rate (the paper's
     names, ``"1F1B"``, ``"1F1B-I"``, ``"ZB-H1"``, ``"ZB-H2"``, ``"ZB-1p"``, ``"ZB-2p"``)."""
@@ -88,6 +122,8 @@ class Reproduction:
     schedule: str
     ours: float
     paper: float
+    w_memory: float = 1.0
+    """The share of an activation a waiting W held in the simulation (1: all of it)."""
 
     @property
     def difference(self) -> float:
@@ -150,13 +186,29 @@ def table5() -> list[PaperRates]:
     return rows
 
 
+def models() -> dict[str, PaperModel]:
+    """Table 3's four models by name (``"1.5B"`` ...)."""
+    shapes = {}
+    for line, row in enumerate(_rows(MODELS), start=2):
+        where = f"data/{MODELS} line {line}"
+        counts = []
+        for key in ("layers", "heads", "hidden", "seq_len"):
+            text = row.get(key) or ""
+            counts.append(as_count(int(text) if text.isdigit() else text, f"column {key}", where))
+        shapes[row["model"]] = PaperModel(row["model"], *counts)
+    return shapes
+
+
 def reproduce_table5(schedules: tuple[str, ...] = tuple(SCHEDULES)) -> list[Reproduction]:
     """Simulate each configuration of Table 9 under each schedule; one row per pair.
 
     ``schedules`` are the paper's names (keys of :data:`SCHEDULES`). Each schedule is built
-    by :func:`ppbook.schedules.build` (ZB-1p and ZB-2p by ``zb-auto`` with the memory limit
-    p and 2p, given the configuration's costs), simulated for one step under Table 9's
-    costs, and measured by :attr:`~ppbook.timeline.Timeline.zb_bubble_rate`.
+    by :func:`ppbook.schedules.build`, simulated for one step under Table 9's costs, and
+    measured by :attr:`~ppbook.timeline.Timeline.zb_bubble_rate`. ZB-1p and ZB-2p are
+    ``zb-auto`` with the memory limit p and 2p, given the configuration's costs with
+    ``w_memory`` the model's M_W / M_B (:attr:`PaperModel.w_memory`), as the paper counts
+    its limits; the handcrafted ones run on the costs alone (w changes neither their order
+    nor their times, only the memory they report).
     """
     unknown = [name for name in schedules if name not in SCHEDULES]
     if unknown:
@@ -164,21 +216,25 @@ def reproduce_table5(schedules: tuple[str, ...] = tuple(SCHEDULES)) -> list[Repr
             f"reproduce_table5 builds the schedules {', '.join(SCHEDULES)}, got {unknown[0]!r}"
         )
     papers = {(r.model, r.num_stages, r.num_microbatches): r for r in table5()}
+    shapes = models() if any(SCHEDULES[name][1] for name in schedules) else {}
     result = []
     for row in table9():
         key = (row.model, row.num_stages, row.num_microbatches)
         if key not in papers:
             raise ValueError(f"data/{TABLE5} has no row for {key}, which data/{TABLE9} has")
         for name in schedules:
-            schedule = _build(name, row)
-            rate = simulate(schedule, row.costs).zb_bubble_rate
-            result.append(Reproduction(*key, name, rate, papers[key].rates[name]))
+            kind, limit = SCHEDULES[name]
+            p, m = row.num_stages, row.num_microbatches
+            if limit is None:
+                costs, schedule = row.costs, build(kind, p, m)
+            else:
+                if row.model not in shapes:
+                    raise ValueError(
+                        f"data/{MODELS} has no row for model {row.model}, which data/{TABLE9} has"
+                    )
+                costs = replace(row.costs, w_memory=shapes[row.model].w_memory)
+                schedule = build(kind, p, m, costs=costs, memory_limit=limit * p)
+            rate = simulate(schedule, costs).zb_bubble_rate
+            paper = papers[key].rates[name]
+            result.append(Reproduction(*key, name, rate, paper, costs.w_memory))
     return result
-
-
-def _build(name: str, row: ProfiledCosts) -> Schedule:
-    kind, limit = SCHEDULES[name]
-    p, m = row.num_stages, row.num_microbatches
-    if limit is None:
-        return build(kind, p, m)
-    return build(kind, p, m, costs=row.costs, memory_limit=limit * p)

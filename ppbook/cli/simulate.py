@@ -104,6 +104,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "(a chunk holds its share; adds peak bytes)",
     )
     model.add_argument(
+        "--w-memory",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="share (0 to 1) of a micro-batch's activations a split backward keeps from "
+        "the end of its I to the end of its W (default 1: all; the Zero Bubble paper's "
+        "M_W/M_B, e.g. 0.366 for its 1.5B model); memory and zb-auto's limit count it",
+    )
+    model.add_argument(
         "--memory-limit",
         type=int,
         metavar="K",
@@ -222,7 +231,10 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     check_sizes(args)
     costs = Costs.parse(
-        args.costs, activation_bytes=args.activation_bytes, **communication.costs_kwargs(args)
+        args.costs,
+        activation_bytes=args.activation_bytes,
+        w_memory=args.w_memory,
+        **communication.costs_kwargs(args),
     )
     chosen = {"stages": args.max_stages, "microbatches": args.max_microbatches}
     with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
