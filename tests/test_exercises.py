@@ -21,6 +21,7 @@ CHAPTERS = {
     "4": "04_zero_bubble.ipynb",
     "5": "05_dualpipe.ipynb",
     "6": "06_memory.ipynb",
+    "7": "07_communication.ipynb",
 }
 
 

@@ -50,6 +50,7 @@ _CHAPTERS = {
     "4": "ppbook.exercises.ch4",
     "5": "ppbook.exercises.ch5",
     "6": "ppbook.exercises.ch6",
+    "7": "ppbook.exercises.ch7",
 }
 
 

@@ -1,0 +1,260 @@
+"""Exercises of chapter 7, communication (``notebooks/07_communication.ipynb``).
+
+The right answers come from the package at check time: :func:`ppbook.links.boundary_bytes`
+and :class:`ppbook.links.Link` for a message's size and time, the simulator
+(:func:`ppbook.simulate.simulate`) with the link model of :mod:`ppbook.costs` for the
+1F1B round trip, interleaving on a slow link and a placement across nodes, and
+:func:`ppbook.across_nodes.split_timelines` for pipeline against tensor parallelism
+across nodes. The hints name the usual slips: elements counted instead of bytes, a link's
+both-directions or gigabit figure used as its one-way GB/s, more chunks taken as always
+better, neighbouring ranks split between nodes. Sources: REFERENCES.md (Megatron-LM,
+arXiv:2104.04473, sec. 2.2.2 and 3; LogP).
+"""
+
+from __future__ import annotations
+
+from ppbook.across_nodes import messages_across_nodes, split_timelines
+from ppbook.checks import shown
+from ppbook.costs import Costs
+from ppbook.exercises import close, exercise, integer, number, right, wrong
+from ppbook.links import Link, Topology, boundary_bytes
+from ppbook.memory import ModelShape
+from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b, zb_v
+from ppbook.simulate import simulate
+
+MESSAGE = {"microbatch_size": 4, "seq_len": 2048, "hidden": 8192, "dtype_bytes": 2}
+"""The boundary of exercises 7.1 and 7.2: b = 4, s = 2048, h = 8192, bf16."""
+
+NDR_GB_PER_S = 50.0
+"""InfiniBand NDR, GB/s each way (data/links.csv: 400 Gb/s per port and direction)."""
+
+ROUND_TRIP = {"p": 4, "m": 16, "F": 1.0, "B": 2.0, "comm_bytes": 4e7}
+"""Exercise 7.3's pipeline: 1F1B, p = 4, m = 16, F = 1, B = 2 time units, 40 MB messages."""
+
+SLOW = Costs(F=1, B=2, comm_bytes=4e7, bandwidth=4e8, contention=True)
+"""Exercise 7.4's link: 40 MB messages at 4e8 bytes per time unit (0.1 each), queued."""
+
+MAX_CHUNKS = 8
+"""The largest v exercise 7.4 simulates (p = 8, m = 16)."""
+
+NODE = 8
+"""Devices per node in exercise 7.5 (two nodes, devices 0-7 and 8-15)."""
+
+SPLIT_MODEL = ModelShape(layers=40, hidden=5120, heads=80, vocab=50257, seq_len=4096)
+"""Exercise 7.6's 13B model (80 heads of 64, so that 16 tensor-parallel devices split them)."""
+
+SPLIT = {"flops_per_second": 400e12, "intra_gb_per_s": 450.0, "inter_gb_per_s": 450.0}
+"""Exercise 7.6's hardware: 400 TFLOP/s per device, 450 GB/s each way inside and across."""
+
+
+@exercise(
+    "7.1",
+    "The bytes of one message across a stage boundary for micro-batch size b = 4, sequence "
+    "length s = 2048, hidden size h = 8192, in bf16.",
+    kind="compute",
+    solution="b x s x h x 2 bytes = 4 x 2048 x 8192 x 2 = 134,217,728 bytes (about 134 MB): "
+    "`boundary_bytes(4, 2048, 8192, 2)`. The gradient sent back has the same shape.",
+    answer_name="answer_1",
+)
+def _boundary_bytes(answer):
+    given = number(answer, "a number of bytes such as 1.5e8")
+    b, s, h, size = MESSAGE.values()
+    truth = boundary_bytes(b, s, h, size)
+    if close(given, truth):
+        return right(f"b s h x 2 bytes = {truth:,.0f} bytes.")
+    slips = {
+        truth / size: ("that is the number of elements b s h.", "bf16 takes 2 bytes each."),
+        truth * 2: ("that is the size in fp32 (4 bytes per element).", "bf16 takes 2."),
+        truth / b: ("that is one sample's share.", "the micro-batch holds b = 4 samples."),
+        truth * 8: ("that is the size in bits.", "give bytes: 8 bits each."),
+        truth / 1e6: ("that is megabytes.", "give the answer in bytes."),
+    }
+    for value, (message, hint) in slips.items():
+        if close(given, value):
+            return wrong(message, hint)
+    return wrong(f"{given:.4g} bytes is not the message size.", "multiply b, s, h and 2.")
+
+
+@exercise(
+    "7.2",
+    "The time in milliseconds of exercise 7.1's message on InfiniBand NDR (50 GB/s each way, "
+    "1 GB = 1e9 bytes) with no latency.",
+    kind="compute",
+    solution="134,217,728 bytes / 50e9 bytes per s = 2.684e-3 s = 2.68 ms: "
+    "`Link.from_gb_per_s(50, time_unit_s=1e-3).time(boundary_bytes(4, 2048, 8192, 2))`.",
+    answer_name="answer_2",
+)
+def _message_time(answer):
+    given = number(answer, "a time in milliseconds such as 1.5")
+    nbytes = boundary_bytes(*MESSAGE.values())
+    truth = Link.from_gb_per_s(NDR_GB_PER_S, time_unit_s=1e-3).time(nbytes)
+    if close(given, truth):
+        return right(f"{nbytes:,.0f} bytes at 50 GB/s take {truth:.4g} ms.")
+    slips = {
+        truth / 2: (
+            "that uses 100 GB/s, both directions together.",
+            "one message uses one direction: 50 GB/s.",
+        ),
+        truth / 8: ("that reads NDR's 400 Gb/s as 400 GB/s.", "divide gigabits by 8."),
+        truth * 1e9 / 2**30: ("that takes a GB as 2^30 bytes.", "links.csv's GB is 1e9 bytes."),
+        truth / 1e3: ("that is seconds.", "give milliseconds."),
+    }
+    for value, (message, hint) in slips.items():
+        if close(given, value):
+            return wrong(message, hint)
+    return wrong(f"{given:.4g} ms is not the message's time.", "bytes / (50e9 bytes per s).")
+
+
+def round_trip_share(costs: Costs) -> float:
+    """Exercise 7.3's measure: the time 1F1B loses to GPipe under ``costs`` (GPipe pays only
+    its ramps' 2(p-1) transfers), as a share of 1F1B's step; p = 4, m = 16."""
+    p, m = ROUND_TRIP["p"], ROUND_TRIP["m"]
+    one = simulate(one_f_one_b(p, m), costs).makespan
+    return (one - simulate(gpipe(p, m), costs).makespan) / one
+
+
+@exercise(
+    "7.3",
+    "Construct Costs with F = 1, B = 2 and comm_bytes = 4e7 and a bandwidth at which 1F1B's "
+    "round trip costs between 5 % and 10 % of its step (p = 4, m = 16).",
+    kind="construct",
+    solution="A transfer takes c = 4e7 / bandwidth. 1F1B pays F + B + 2(p-1)c/p per "
+    "micro-batch in its steady state, GPipe F + B: the simulator gives 1F1B 57 + 28c and "
+    "GPipe 57 + 6c, so the share is 22c / (57 + 28c), 5 % at c = 0.138 and 10 % at c = 0.297. "
+    "c = 0.2 gives 4.4 / 62.6 = 7.0 %: `Costs(F=1, B=2, comm_bytes=4e7, bandwidth=2e8)`.",
+    answer_name="answer_3",
+)
+def _round_trip(answer):
+    if not isinstance(answer, Costs):
+        return wrong(
+            f"this exercise wants a ppbook.costs.Costs, got {shown(answer)}.",
+            "Costs(F=1, B=2, comm_bytes=4e7, bandwidth=...).",
+        )
+    given = (answer.F, answer.B, answer.comm_bytes)
+    if given != (ROUND_TRIP["F"], ROUND_TRIP["B"], ROUND_TRIP["comm_bytes"]) or answer.topology:
+        return wrong(
+            "keep F = 1, B = 2 and comm_bytes = 4e7, with no topology: only the link changes.",
+        )
+    share = round_trip_share(answer)
+    c = answer.transfer
+    if 0.05 <= share <= 0.10:
+        return right(f"a transfer of {c:.4g} makes 1F1B {share:.1%} slower than GPipe (simulated).")
+    if share < 0.05:
+        return wrong(
+            f"a transfer of {c:.4g} costs only {share:.1%} of the step (simulated).",
+            "a lower bandwidth: 1F1B waits 2(p-1)c every p micro-batches.",
+        )
+    return wrong(
+        f"a transfer of {c:.4g} costs {share:.1%} of the step (simulated).",
+        "a higher bandwidth: the share is 22c / (57 + 28c) for this p and m.",
+    )
+
+
+def chunk_makespans() -> dict[int, float]:
+    """Exercise 7.4: interleaved 1F1B's simulated step, p = 8, m = 16, on :data:`SLOW`, by v."""
+    return {
+        v: simulate(interleaved_1f1b(8, 16, v), SLOW).makespan for v in range(1, MAX_CHUNKS + 1)
+    }
+
+
+@exercise(
+    "7.4",
+    "Choose the v (1 to 8) that gives interleaved 1F1B (p = 8, m = 16, F = 1, B = 2) the "
+    "shortest step on a link where each message takes 0.1 and messages queue.",
+    kind="choose",
+    solution="The bubble shrinks like 1/v, but each rank sends about v times as many "
+    "messages as 1F1B's, each holding the link for 0.1 while a chunk's forward takes 1/v. "
+    "`ppbook.exercises.ch7.chunk_makespans()` simulates each v: 73 at v = 1, 61.5 at 2, "
+    "59.6 at 3, 59.45 at 4, 60 at 5 and more beyond: v = 4.",
+    answer_name="answer_4",
+)
+def _choose_chunks(answer):
+    v = integer(answer, f"a whole number of chunks from 1 to {MAX_CHUNKS}", 1, MAX_CHUNKS)
+    times = chunk_makespans()
+    best = min(times, key=times.get)
+    if v == best:
+        return right(f"v = {v} takes {times[v]:.4g} time units, the shortest (simulated).")
+    if v > best:
+        return wrong(
+            f"v = {v} takes {times[v]:.4g} time units (simulated): its v-times more messages "
+            "queue on the slow link.",
+            "fewer chunks: the smaller bubble no longer pays for the messages.",
+        )
+    return wrong(
+        f"v = {v} takes {times[v]:.4g} time units (simulated).",
+        "more chunks still pay here: the bubble shrinks by v.",
+    )
+
+
+def _two_nodes(placement) -> Topology:
+    """Two nodes of :data:`NODE`: a message takes 0.1 inside a node, 1 across (F = I = W = 1)."""
+    return Topology(
+        Link(bandwidth=10.0, name="inside a node"),
+        Link(bandwidth=1.0, name="across nodes"),
+        devices_per_node=NODE,
+        placement=placement,
+    )
+
+
+@exercise(
+    "7.5",
+    "Construct a placement (one device 0-15 per rank) of ZB-V's 16 ranks on two nodes of 8 "
+    "that sends as few messages across the nodes as possible.",
+    kind="construct",
+    solution="ZB-V's rank r holds stages r and 31 - r, so a micro-batch goes down the ranks "
+    "0, 1, ..., 15 and back up 15, ..., 0: every message is between ranks r and r+1. A "
+    "split of that chain into two groups cuts it at least once, and the split into ranks "
+    "0-7 and 8-15 cuts it once, at 7|8: `list(range(16))`, 4 messages across per micro-batch "
+    "(two forward, two backward).",
+    answer_name="answer_5",
+)
+def _placement(answer):
+    if isinstance(answer, str | bytes) or not hasattr(answer, "__iter__"):
+        return wrong(f"this exercise wants a list of 16 devices, got {shown(answer)}.")
+    devices = list(answer)
+    if len(devices) != 2 * NODE or sorted(devices) != list(range(2 * NODE)):
+        return wrong(
+            f"give each of the 16 ranks its own device 0-15, got {shown(devices)}.",
+            "devices 0-7 are node 0, 8-15 node 1.",
+        )
+    schedule, m = zb_v(2 * NODE, 2 * NODE), 2 * NODE
+    given, best = _two_nodes(devices), _two_nodes(None)
+    crossing = messages_across_nodes(schedule, given) / m
+    fewest = messages_across_nodes(schedule, best) / m  # the chain 0..15 cut once
+    step = simulate(schedule, Costs(F=1, I=1, W=1, comm_bytes=1, topology=given)).makespan
+    said = f"{crossing:g} messages per micro-batch cross the nodes; the step takes {step:.4g}"
+    if crossing <= fewest:
+        return right(f"{said} time units (simulated), the fewest crossings.")
+    shortest = simulate(schedule, Costs(F=1, I=1, W=1, comm_bytes=1, topology=best)).makespan
+    return wrong(
+        f"{said} time units (simulated; {fewest:g} crossings give {shortest:.4g}).",
+        "ZB-V's messages go between ranks r and r+1: put neighbours on one node.",
+    )
+
+
+@exercise(
+    "7.6",
+    'Choose "pipeline" or "tensor" across two nodes of 8 for a 13B model (m = 2 micro-batches, '
+    "400 TFLOP/s per device, 450 GB/s each way inside and across the nodes).",
+    kind="choose",
+    solution="`split_timelines(SPLIT_MODEL, 2, **SPLIT)` simulates both: with only 2 "
+    "micro-batches the pipeline of p = 2 idles a third of its step, while on a link as "
+    'fast as NVLink the all-reduces across the nodes cost little. "tensor" takes 165 ms, '
+    '"pipeline" 204 ms. (On InfiniBand NDR, 50 GB/s, "pipeline" wins by a factor of 3.)',
+    answer_name="answer_6",
+)
+def _across_nodes(answer):
+    choice = answer.strip().lower() if isinstance(answer, str) else None
+    if choice not in ("pipeline", "tensor"):
+        return wrong(f'this exercise wants "pipeline" or "tensor", got {shown(answer)}.')
+    times = {k: t.makespan for k, t in split_timelines(SPLIT_MODEL, 2, **SPLIT).items()}
+    other = "tensor" if choice == "pipeline" else "pipeline"
+    said = f"{choice} takes {times[choice] * 1e3:.4g} ms, {other} {times[other] * 1e3:.4g} ms"
+    if times[choice] <= times[other]:
+        return right(f"{said} (simulated).")
+    if choice == "pipeline":
+        return wrong(
+            f"{said}: two micro-batches leave the pipeline's bubble large.",
+            "with a fast link across the nodes the all-reduces cost little.",
+        )
+    return wrong(f"{said}.", "the all-reduces cross the slow link 160 times per micro-batch.")
