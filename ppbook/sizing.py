@@ -13,11 +13,16 @@ and, for those that fit, the step time the simulator gives under the time model 
 the links they cross, the data-parallel all-reduce). Each rejected configuration keeps
 the reason it was rejected.
 
-Speed: with ``top`` set, configurations are simulated in order of a lower bound on their
-step time (the busiest rank's compute plus the all-reduce: no step is shorter), and the
-search stops once the next bound is slower than the ``top``-th best simulated step; the
-rest fit but cannot enter the top, and are counted as such. Schedules, their activation
-counts and simulations are cached by (schedule, p, m, v) and by the costs.
+Speed. A configuration whose parameters, gradients and optimizer state alone do not fit
+is rejected before its schedule is built. The activations a schedule holds are counted
+once per (schedule, p, v) at m = 2p, which gives every longer m the same counts
+(:func:`~ppbook.sizing_costs.held_frontier`). With ``top`` set, the configurations that
+fit are simulated in order of a lower bound on their step time (a rank's first forward
+waits for the forwards of the stages before it, then the rank computes all its passes,
+then the all-reduce runs: no step is shorter), and the search stops once the next bound
+is slower than the ``top``-th best simulated step; the rest fit but cannot enter the top,
+and are counted as such. Schedules and simulations are cached by (schedule, p, m, v) and
+by the costs (:mod:`ppbook.sizing_costs`).
 """
 
 from __future__ import annotations

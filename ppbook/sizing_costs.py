@@ -156,10 +156,12 @@ def held_frontier(name: str, pp: int, m: int, v: int | None):
     those no other snapshot exceeds on every stage. With positive bytes per stage the peak
     is the largest ``sum(count * bytes)`` over the snapshots (:func:`peak_bytes`).
 
-    A schedule of the sizing search holds its most by the end of its warm-up: for
-    m >= 2p the snapshots are those of m = 2p (``tests/test_sizing.py`` checks every
-    schedule searched, p up to 10 and m up to 6p), so a longer schedule is not built for
-    them; a ValueError when the schedule's own rule refuses p, m and v.
+    A schedule of the sizing search holds its most by the end of its warm-up, and its
+    steady state repeats what it holds: for m >= 2p the snapshots are those of m = 2p, so
+    a longer schedule is not built for them (``tests/test_sizing.py`` checks every
+    schedule searched, with every v, for p from 2 to 6 and m from 2p to 5p; p up to 10 and
+    m up to 6p were checked when this was written). A ValueError when the schedule's own
+    rule refuses p, m and v.
     """
     check_rule(name, pp, m, v)
     return _frontier(name, pp, min(m, 2 * pp), v)
