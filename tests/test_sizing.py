@@ -10,9 +10,17 @@ import pytest
 from ppbook.cli import main
 from ppbook.links import nominal_links
 from ppbook.memory import ModelShape, peak_memory, total_parameters
+from ppbook.schedules import build
 from ppbook.simulate import simulate
-from ppbook.sizing import CHUNKS, SIZING_SCHEDULES, size
-from ppbook.sizing_costs import H100_SXM, Hardware, _frontier, held_frontier, schedule_of
+from ppbook.sizing import CHUNKS, SIZING_SCHEDULES, _lower_bound, size
+from ppbook.sizing_costs import (
+    H100_SXM,
+    Hardware,
+    _frontier,
+    check_rule,
+    held_frontier,
+    schedule_of,
+)
 from ppbook.sizing_result import parallel_of
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "megatron_table1.csv"
@@ -235,6 +243,8 @@ def test_held_frontier_peak_equals_the_timeline_with_uneven_stage_bytes():
 def test_top_k_is_the_head_of_the_full_ranking_and_bounds_hold():
     every = size(SMALL, 64, Hardware(8, gpus_per_node=4))
     top = size(SMALL, 64, Hardware(8, gpus_per_node=4), top=5)
+    for option in every.ranked:  # the bound the pruning relies on
+        assert _lower_bound(option, SMALL, every.hardware) <= option.step_time_s * (1 + 1e-12)
     assert [o.config for o in top.ranked] == [o.config for o in every.ranked[:5]]
     assert top.not_ranked == len(every.ranked) - 5
 
@@ -243,3 +253,60 @@ def test_default_links_are_the_nominal_figures_of_data_links_csv():
     links = nominal_links()
     assert H100_SXM["intra_node_gbps"] == links["NVLink 4"]
     assert H100_SXM["inter_node_gbps"] == links["InfiniBand NDR"]
+
+
+ONE_LAYER_FLOPS = {"F": 24, "I": 24, "W": 24}  # times s h^2 (Zero Bubble Table 1)
+ATTENTION_FLOPS = {"F": 4, "I": 8, "W": 0}  # times s^2 h
+
+
+def hand_flops(kind: str, s: int, h: int) -> int:
+    """One layer's pass on one sample, by hand from Zero Bubble Table 1."""
+    return ONE_LAYER_FLOPS[kind] * s * h * h + ATTENTION_FLOPS[kind] * s * s * h
+
+
+def test_a_stage_boundary_across_nodes_pays_the_inter_node_link():
+    # Two layers on two one-GPU nodes, one micro-batch of one sample through 1F1B:
+    # F0, send, F1, B1, send back, B0; each message is s h 2 bytes at 1 GB/s.
+    shape = ModelShape(layers=2, hidden=256, heads=8, vocab=1000, seq_len=128)
+    hardware = Hardware(2, gpus_per_node=1, inter_node_gbps=1.0)
+    result = size(shape, 1, hardware, tp=1, pp=2, recompute="none", schedules=("1f1b",))
+    best = result.best
+    assert best.config.num_microbatches == 1 and best.config.schedule == "1f1b"
+    s, h, V = 128, 256, 1000
+    layer = sum(hand_flops(k, s, h) for k in ("F", "I", "W"))  # F + B of one layer
+    compute = (2 * layer + 3 * 2 * s * h * V) / hardware.flops_per_second
+    message = s * h * 2 / 1e9
+    assert best.pipeline_s == pytest.approx(compute + 2 * message, rel=1e-12)
+    assert best.costs.topology.link(0, 1).name == "inter-node"
+
+
+def test_tensor_parallelism_pays_four_all_reduces_a_layer():
+    # tp = 2 on one node: each rank does half the FLOPs, and each layer all-reduces its
+    # (s, h) output twice forward and twice backward, 2 (2-1)/2 * s h 2 bytes at 450 GB/s.
+    shape = ModelShape(layers=2, hidden=256, heads=8, vocab=1000, seq_len=128)
+    result = size(shape, 1, Hardware(2), tp=2, recompute="none")
+    best = result.best
+    assert (best.config.tp, best.config.pp, best.config.num_microbatches) == (2, 1, 1)
+    s, h, V = 128, 256, 1000
+    flops = 2 * sum(hand_flops(k, s, h) for k in ("F", "I", "W")) + 3 * 2 * s * h * V
+    one = 2 * (2 - 1) / 2 * s * h * 2 / 450e9
+    expected = flops / 2 / result.hardware.flops_per_second + 2 * 4 * one
+    assert best.pipeline_s == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", SIZING_SCHEDULES)
+def test_rule_check_without_building_agrees_with_the_builder(name):
+    for v in CHUNKS if name == "interleaved-1f1b" else (None,):
+        for p in range(2, 6):
+            for m in range(1, 5 * p):
+                try:
+                    build(name, p, m, v)
+                    refused = None
+                except ValueError as exc:
+                    refused = str(exc)
+                try:
+                    check_rule(name, p, m, v)
+                    said = None
+                except ValueError as exc:
+                    said = str(exc)
+                assert said == refused, (name, v, p, m)
