@@ -10,17 +10,9 @@ linear layers; w = 1, the default, holds it whole until W). The paper's ZB-1p is
 its ZB-2p is K = 2p, both with its w.
 
 The paper's heuristic, written anew: a list scheduler that builds every rank's order while
-timing it, micro-batch by micro-batch. A round places one F on each rank from the first to
-the last, then one I on each rank from the last to the first, so that whatever an action
-waits for is placed, and timed, before it (each pass starts as soon as its rank is free and
-its input has arrived, as :func:`ppbook.simulate.simulate` times it):
-
-- warm-up: rank r runs as many forwards as fit, within the memory limit, before the
-  gradient of its first micro-batch comes back;
-- steady state: one forward and one input-gradient pass per round; before each, W passes
-  fill the wait for its input when they fit in it, and when the rank's memory is full a W
-  runs first to free an activation;
-- cool-down: the weight passes left over run at the end.
+timing it, round by round (:mod:`ppbook.schedules.auto_rounds`): warm-up forwards that
+fill the wait for the first gradient within the limit, then forward / input-gradient
+pairs with W passes filling the waits, or run first when memory is full.
 
 Eight variants (whether the warm-up stops before a forward that would leave a gap, whether
 a W may overrun a short wait, and a cap of 2(p-1-r) warm-up forwards) are built, and so is
@@ -39,156 +31,15 @@ the paper's w (about 0.37 to 0.43 for its models) this scheduler matches or beat
 
 from __future__ import annotations
 
-from fractions import Fraction
 from functools import partial
 
 from ppbook.costs import Costs
 from ppbook.schedule import Action, Schedule
+from ppbook.schedules.auto_rounds import ADAPTIVE, Rounds, most_waiting
 from ppbook.schedules.rules import check_counts, check_int
 
 _as_action = partial(tuple.__new__, Action)  # (stage, kind, microbatch) -> Action, fast
 _TOLERANCE = 1e-9  # relative: sums of the same costs in another order differ in the last bits
-
-
-class _Rounds:
-    """One candidate's order for every rank, timed while it is built.
-
-    ``adaptive`` is ``(stop_before_gap, overrun, cap)``: the greedy above. ``fixed`` is
-    ``(warmup, delay)``: the hand-written family, rank r warming up with ``warmup[r]``
-    forwards and keeping ``delay[r]`` weight passes postponed. Per rank: ``nf``, ``ni``,
-    ``nw`` passes of each kind placed, ``free`` the end of its last pass, ``idle`` its wait
-    since its first forward; ``over`` whether some rank ever held more than the limit
-    (whole activations until I, the share ``kept`` until W); ``f_end[r * m + j]`` and
-    ``i_end[r * m + j]`` the end of F and I of micro-batch j on rank r.
-    """
-
-    def __init__(self, p, m, limit, cost, comm, kept, adaptive=None, fixed=None):
-        self.p, self.m, self.limit, self.comm, self.kept = p, m, limit, comm, kept
-        self.adaptive, self.fixed = adaptive, fixed
-        self.F, self.I, self.W = cost["F"], cost["I"], cost["W"]
-        self.nf, self.ni, self.nw, self.over = [0] * p, [0] * p, [0] * p, False
-        self.free, self.idle, self.first = [0.0] * p, [0.0] * p, [0.0] * p
-        self.most_idle = 0.0
-        self.f_end, self.i_end = [0.0] * (p * m), [0.0] * (p * m)
-        self.rows: list[list[tuple[int, str, int]]] = [[] for _ in range(p)]
-
-    # ----- placing one pass -------------------------------------------------------------
-
-    def _run(self, r: int, kind: str, j: int, ready: float, cost: float) -> float:
-        start, row = self.free[r], self.rows[r]
-        if not row:
-            start = self.first[r] = ready if ready > start else start
-        elif ready > start:  # the rank waits for its input
-            idle = self.idle[r] = self.idle[r] + ready - start
-            if idle > self.most_idle:
-                self.most_idle = idle
-            start = ready
-        end = self.free[r] = start + cost
-        row.append((r, kind, j))
-        return end
-
-    def forward(self, r: int) -> None:
-        j = self.nf[r]
-        ready = self.f_end[(r - 1) * self.m + j] + self.comm if r else 0.0
-        self.f_end[r * self.m + j] = self._run(r, "F", j, ready, self.F[r])
-        self.nf[r] = j + 1
-        if not self.fits(r, j + 1 - self.ni[r]):
-            self.over = True
-
-    def fits(self, r: int, whole: int) -> bool:
-        """Whether ``whole`` activations and rank r's waiting W passes fit in the limit."""
-        return _fits(whole, self.ni[r] - self.nw[r], self.kept, self.limit)
-
-    def input_grad(self, r: int) -> None:
-        j = self.ni[r]
-        ready = self.i_end[(r + 1) * self.m + j] + self.comm if r < self.p - 1 else 0.0
-        self.i_end[r * self.m + j] = self._run(r, "I", j, ready, self.I[r])
-        self.ni[r] = j + 1
-
-    def weight(self, r: int) -> None:
-        self._run(r, "W", self.nw[r], 0.0, self.W[r])
-        self.nw[r] += 1
-
-    def fill(self, r: int, ready: float) -> None:
-        """W passes in the wait for an input due at ``ready``: those that fit, then one that
-        overruns it, with ``overrun`` or when waiting would make rank r the one that has
-        idled most."""
-        w = self.W[r]
-        while self.nw[r] < self.ni[r] and self.free[r] + w <= ready:
-            self.weight(r)
-        if self.nw[r] < self.ni[r] and self.free[r] < ready:
-            if self.adaptive[1] or ready - self.free[r] > self.most_idle - self.idle[r]:
-                self.weight(r)
-
-    # ----- the phases -------------------------------------------------------------------
-
-    def warmup(self) -> list[int]:
-        """Forwards each rank runs before its first I besides its first, never rising from
-        rank to rank (so that every forward's input is placed before it)."""
-        p, m = self.p, self.m
-        if self.fixed:
-            extra = [min(w, m - 1) for w in self.fixed[0]]
-        else:  # from the last rank up: the forwards that fit before the first gradient
-            stop_before_gap, _, cap = self.adaptive
-            extra = [0] * p
-            back = self.f_end[(p - 1) * m] + self.I[p - 1]  # the last rank's first I ends
-            for r in range(p - 2, -1, -1):
-                due, t, k = back + self.comm, self.free[r], 0
-                most = min(m - 1, self.limit - 1, cap * (p - 1 - r) if cap else m)
-                while k < most and not (t + self.F[r] > due if stop_before_gap else t >= due):
-                    t += self.F[r]
-                    k += 1
-                extra[r] = k
-                back = max(t, due) + self.I[r]
-            for r in range(1, p):  # fall by one a rank, as 1F1B, unless all m are done
-                if extra[r] >= extra[r - 1] and 1 + extra[r] < m:
-                    extra[r] = max(0, extra[r - 1] - 1)
-        for r in range(1, p):
-            extra[r] = min(extra[r], extra[r - 1])
-        return extra
-
-    def build(self) -> _Rounds:
-        p, m, comm = self.p, self.m, self.comm
-        for r in range(p):  # warm-up
-            self.forward(r)
-        for r, extra in enumerate(self.warmup()):
-            for _ in range(extra):
-                self.forward(r)
-        for i in range(m):  # steady state: one F per rank down, one I per rank up
-            for r in range(p):
-                if i == 0 or self.nf[r] >= m:
-                    continue
-                if not self.fixed:
-                    while self.nw[r] < self.ni[r] and not self.fits(r, 1 + self.nf[r] - self.ni[r]):
-                        self.weight(r)  # memory full: a W first
-                    if r:
-                        self.fill(r, self.f_end[(r - 1) * m + self.nf[r]] + comm)
-                self.forward(r)
-            for r in range(p - 1, -1, -1):
-                if self.fixed:
-                    self.input_grad(r)
-                    while self.ni[r] - self.nw[r] > self.fixed[1][r]:  # W, d_r pairs late
-                        self.weight(r)
-                    continue
-                if r < p - 1:
-                    self.fill(r, self.i_end[(r + 1) * m + i] + comm)
-                if r == 0 and self.nf[0] == m:  # nothing waits for rank 0's I: W first
-                    while self.nw[0] < self.ni[0]:
-                        self.weight(0)
-                self.input_grad(r)
-        for r in range(p):  # cool-down: the postponed weight passes
-            while self.nw[r] < m:
-                self.weight(r)
-        return self
-
-    def measures(self) -> tuple[float, float]:
-        """(longest rank span, makespan)."""
-        return max(map(float.__sub__, self.free, self.first)), max(self.free)
-
-
-ADAPTIVE = [(a, b, cap) for cap in (None, 2) for a in (True, False) for b in (True, False)]
-"""The greedy's variants: (stop the warm-up before a forward that would leave a gap before
-the first I, let a W overrun a short wait, cap the warm-up at 2(p-1-r) extra forwards)."""
 
 
 def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float, kept: float):
@@ -230,26 +81,10 @@ def _latest(limit: int, warm: int, kept: float, m: int) -> int:
     them holds ``kept`` of an activation, beside the warm + 1 held whole."""
     if warm + 1 > limit:
         return -1  # not even the warm-up fits
-    return _waiting(limit - 1 - warm, kept, m)
+    return most_waiting(limit - 1 - warm, kept, m)
 
 
-def _waiting(room: int, kept: float, m: int) -> int:
-    """How many of m weight passes, each holding ``kept``, fit in ``room`` activations."""
-    if _fits(0, m, kept, room):
-        return m
-    return int(Fraction(room) // Fraction(kept))
-
-
-def _fits(whole: int, waiting: int, kept: float, limit: int) -> bool:
-    """Whether ``whole`` activations and ``waiting`` shares ``kept`` fit in ``limit``,
-    decided exactly (a float product first, the exact fraction when it is too close)."""
-    room, used = limit - whole, kept * waiting
-    if abs(used - room) > 1e-9 * (limit + 1):
-        return used < room
-    return Fraction(kept) * waiting <= room
-
-
-def _search(p, m, limit, cost, comm, kept, start, goal) -> _Rounds | None:
+def _search(p, m, limit, cost, comm, kept, start, goal) -> Rounds | None:
     """Hill-climb the hand-written family from ``start`` (warm-up, delay), one rank's w_r or
     d_r by one at a time, to a schedule within the limit and no slower than ``goal`` (span,
     makespan) on both; None if none is found within a budget of some 400,000 placed passes.
@@ -263,7 +98,7 @@ def _search(p, m, limit, cost, comm, kept, start, goal) -> _Rounds | None:
 
     budget = max(8, 400_000 // (3 * p * m))
     warm, delay = list(start[0]), list(start[1])
-    current = _Rounds(p, m, limit, cost, comm, kept, fixed=(warm, delay)).build()
+    current = Rounds(p, m, limit, cost, comm, kept, fixed=(warm, delay)).build()
     worst = excess(current)
     while budget > 0 and not _no_slower(current.measures(), goal):
         for r, which, step in ((r, k, s) for r in range(p) for k in (1, 0) for s in (1, -1)):
@@ -272,7 +107,7 @@ def _search(p, m, limit, cost, comm, kept, start, goal) -> _Rounds | None:
             if trial[which][r] < 0 or trial[1][r] > _latest(limit, trial[0][r], kept, m):
                 continue
             budget -= 1
-            rounds = _Rounds(p, m, limit, cost, comm, kept, fixed=trial).build()
+            rounds = Rounds(p, m, limit, cost, comm, kept, fixed=trial).build()
             if not rounds.over and excess(rounds) < worst:
                 (warm, delay), current, worst = trial, rounds, excess(rounds)
                 break
@@ -331,9 +166,9 @@ def zb_auto(
     cost, comm, kept = costs.per_stage(p), costs.transfer, costs.w_memory
     candidates, references, starts = [], [], []
     for adaptive in ADAPTIVE:
-        candidates.append(_Rounds(p, m, limit, cost, comm, kept, adaptive=adaptive).build())
+        candidates.append(Rounds(p, m, limit, cost, comm, kept, adaptive=adaptive).build())
     for name, warmup, delay in _hand_written(p, m, limit, cost, comm, kept):
-        rounds = _Rounds(p, m, limit, cost, comm, kept, fixed=(warmup, delay)).build()
+        rounds = Rounds(p, m, limit, cost, comm, kept, fixed=(warmup, delay)).build()
         if not rounds.over:
             candidates.append(rounds)
             if name != "family":
@@ -350,7 +185,7 @@ def zb_auto(
     if not fair:  # the measures pull apart (lopsided stages): no slower than the shorter span
         floor = min(references)
         fair = [c for c in candidates if _no_slower(c.measures(), floor)]
-    best = min(fair, key=_Rounds.measures)
+    best = min(fair, key=Rounds.measures)
     actions = [list(map(_as_action, row)) for row in best.rows]
     return Schedule(actions, tuple(range(p)), m, name="zb-auto")
 
@@ -393,7 +228,7 @@ def zb_span_lower_bound(
     for r in range(p - 2, -1, -1):
         trip += F[r] + I[r + 1] + 2 * c
         bound = max(bound, work[r] + trip - min(limit, m) * F[r])
-    waiting = _waiting(limit, kept, m)
+    waiting = most_waiting(limit, kept, m)
     for s in range(1, p):
         tail = m * (F[s] + I[s]) + (m - waiting) * W[s]
         path = 0.0  # sum over q = r .. s-1 of F_q + I_q + 2c
