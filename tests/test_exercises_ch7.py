@@ -17,7 +17,7 @@ from ppbook.across_nodes import (
 )
 from ppbook.costs import Costs
 from ppbook.exercises import check
-from ppbook.exercises.ch7 import SPLIT, SPLIT_MODEL, chunk_makespans
+from ppbook.exercises.ch7 import SPLIT, SPLIT_MODEL, chunk_makespans, round_trip_share
 from ppbook.links import Link, Topology
 from ppbook.memory import ModelShape
 from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b, zb_v
@@ -46,27 +46,24 @@ def test_7_2_message_time_on_infiniband_ndr():
 
 
 def test_7_3_a_bandwidth_whose_round_trip_costs_5_to_10_percent():
-    # p = 4, m = 16, F = 1, B = 2: GPipe takes (m+p-1)(F+B) + 2(p-1)c = 57 + 6c (chapter
-    # 1's formula), 1F1B 57 + 28c: its first round trip and the last micro-batches' way back,
-    # 2(p-1)c + 2(p-2)c = 10c, and a round trip 2(p-1)c = 6c for each further p
-    # micro-batches, 3 of them (test_links checks that rate). So the share 22c / (57 + 28c)
-    # is 5 % at c = 2.85/20.6 = 0.138 and 10 % at c = 5.7/19.2 = 0.297.
-    for c in (0.15, 0.2, 0.29):
+    # p = 8, m = 32, F = 1, B = 2: GPipe takes (m+p-1)(F+B) + 2(p-1)c = 117 + 14c (chapter
+    # 1's formula); 1F1B 117 + 68c: m/p = 4 round trips of 2(p-1) = 14 hops and 2(p-2) = 12
+    # more in the cool-down (test_links checks the round trip's rate by hand). So the share
+    # 54c / (117 + 68c) is 5 % at c = 5.85/50.6 = 0.116 and 10 % at c = 11.7/47.2 = 0.248.
+    for c in (0.12, 0.2, 0.24):
         assert check("7.3", Costs(F=1, B=2, comm_bytes=4e7, bandwidth=4e7 / c))
     low = check("7.3", Costs(F=1, B=2, comm_bytes=4e7, bandwidth=4e7 / 0.1))
-    assert not low and "lower bandwidth" in low.hint and "3.7%" in low.message  # 2.2/59.8
+    assert not low and "lower bandwidth" in low.hint and "4.4%" in low.message  # 5.4/123.8
     high = check("7.3", Costs(F=1, B=2, comm_bytes=4e7, bandwidth=4e7 / 0.5))
-    assert not high and "higher bandwidth" in high.hint and "15.5%" in high.message  # 11/71
+    assert not high and "higher bandwidth" in high.hint and "17.9%" in high.message  # 27/151
     assert "keep F = 1" in check("7.3", Costs(F=1, B=3, comm_bytes=4e7, bandwidth=2e8)).message
     assert "Costs" in check("7.3", 2e8).message
 
 
 def test_7_3_measures_what_the_hand_lines_say():
-    from ppbook.exercises.ch7 import round_trip_share
-
     for c in (0.1, 0.2, 0.5):
         share = round_trip_share(Costs(F=1, B=2, comm_bytes=4e7, bandwidth=4e7 / c))
-        assert share == pytest.approx(22 * c / (57 + 28 * c))
+        assert share == pytest.approx(54 * c / (117 + 68 * c))
 
 
 def test_7_4_the_number_of_chunks_on_a_slow_link():

@@ -28,8 +28,8 @@ MESSAGE = {"microbatch_size": 4, "seq_len": 2048, "hidden": 8192, "dtype_bytes":
 NDR_GB_PER_S = 50.0
 """InfiniBand NDR, GB/s each way (data/links.csv: 400 Gb/s per port and direction)."""
 
-ROUND_TRIP = {"p": 4, "m": 16, "F": 1.0, "B": 2.0, "comm_bytes": 4e7}
-"""Exercise 7.3's pipeline: 1F1B, p = 4, m = 16, F = 1, B = 2 time units, 40 MB messages."""
+ROUND_TRIP = {"p": 8, "m": 32, "F": 1.0, "B": 2.0, "comm_bytes": 4e7}
+"""Exercise 7.3's pipeline: 1F1B, p = 8, m = 32, F = 1, B = 2 time units, 40 MB messages."""
 
 SLOW = Costs(F=1, B=2, comm_bytes=4e7, bandwidth=4e8, contention=True)
 """Exercise 7.4's link: 40 MB messages at 4e8 bytes per time unit (0.1 each), queued."""
@@ -107,7 +107,7 @@ def _message_time(answer):
 
 def round_trip_share(costs: Costs) -> float:
     """Exercise 7.3's measure: the time 1F1B loses to GPipe under ``costs`` (GPipe pays only
-    its ramps' 2(p-1) transfers), as a share of 1F1B's step; p = 4, m = 16."""
+    its ramps' 2(p-1) transfers), as a share of 1F1B's step; p = 8, m = 32."""
     p, m = ROUND_TRIP["p"], ROUND_TRIP["m"]
     one = simulate(one_f_one_b(p, m), costs).makespan
     return (one - simulate(gpipe(p, m), costs).makespan) / one
@@ -116,12 +116,12 @@ def round_trip_share(costs: Costs) -> float:
 @exercise(
     "7.3",
     "Construct Costs with F = 1, B = 2 and comm_bytes = 4e7 and a bandwidth at which 1F1B's "
-    "round trip costs between 5 % and 10 % of its step (p = 4, m = 16).",
+    "round trip costs between 5 % and 10 % of its step (p = 8, m = 32).",
     kind="construct",
-    solution="A transfer takes c = 4e7 / bandwidth. 1F1B pays F + B + 2(p-1)c/p per "
-    "micro-batch in its steady state, GPipe F + B: the simulator gives 1F1B 57 + 28c and "
-    "GPipe 57 + 6c, so the share is 22c / (57 + 28c), 5 % at c = 0.138 and 10 % at c = 0.297. "
-    "c = 0.2 gives 4.4 / 62.6 = 7.0 %: `Costs(F=1, B=2, comm_bytes=4e7, bandwidth=2e8)`.",
+    solution="A transfer takes c = 4e7 / bandwidth. GPipe's step is (m+p-1)(F+B) + 2(p-1)c "
+    "= 117 + 14c, 1F1B's (m+p-1)(F+B) + (2(p-1)m/p + 2(p-2))c = 117 + 68c (section 3), so "
+    "the share is 54c / (117 + 68c): 5 % at c = 0.116, 10 % at c = 0.248. c = 0.2 gives "
+    "10.8 / 130.6 = 8.3 %: `Costs(F=1, B=2, comm_bytes=4e7, bandwidth=2e8)`.",
     answer_name="answer_3",
 )
 def _round_trip(answer):
@@ -146,7 +146,7 @@ def _round_trip(answer):
         )
     return wrong(
         f"a transfer of {c:.4g} costs {share:.1%} of the step (simulated).",
-        "a higher bandwidth: the share is 22c / (57 + 28c) for this p and m.",
+        "a higher bandwidth: section 3 gives both steps as lines in c.",
     )
 
 
