@@ -146,5 +146,7 @@ def test_split_timelines_in_seconds_by_hand():
 def test_split_timelines_refuses_bad_input():
     with pytest.raises(ValueError, match="even number of layers"):
         split_timelines(ModelShape(3, 64, 16, 100, 32), 1, **SPLIT)
+    with pytest.raises(ValueError, match="tp = 16 must divide heads = 40"):
+        split_timelines(ModelShape(40, 5120, 40, 50257, 4096), 1, **SPLIT)
     with pytest.raises(ValueError, match="flops_per_second"):
         split_timelines(SPLIT_MODEL, 1, **{**SPLIT, "flops_per_second": 0})
