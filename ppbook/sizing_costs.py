@@ -161,8 +161,7 @@ def held_frontier(name: str, pp: int, m: int, v: int | None):
     a longer schedule is not built for them (``tests/test_sizing.py`` checks every
     schedule searched, with every v, for p from 2 to 6 and m from 2p to 5p; p up to 10 and
     m up to 6p, and p = 16 and 32 at m = 2p + 1, 3p, 3p + 5 and 4p, were checked when
-    this was written). A ValueError when the schedule's own
-    rule refuses p, m and v.
+    this was written). A ValueError when the schedule's own rule refuses p, m and v.
     """
     check_rule(name, pp, m, v)
     return _frontier(name, pp, min(m, 2 * pp), v)
