@@ -19,6 +19,20 @@ from ppbook.sizing_costs import H100_SXM, UTILISATION, Hardware
 from ppbook.sizing_result import SizingResult
 
 GB = 1e9
+EPILOG = """\
+schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8), zb-h1, zb-h2, zb-v,
+dualpipev (pp = 1: no pipeline, 1f1b alone); micro-batch sizes 1, 2, 4, 8.
+time model (ppbook.sizing_costs), seconds:
+  compute      FLOPs (Zero Bubble paper, Table 1) / (TFLOPS * utilisation)
+  tensor par.  per layer 2 ring all-reduces of b*s*h*2 bytes forward, 2 backward
+               (+2 with full recomputation), intra-node link, not overlapped
+  pipeline     b*s*h*2 bytes per stage boundary on the link it crosses (pipeline
+               rank r of a replica on device r*tp), queued per link, overlapped
+  data par.    a ring all-reduce of the fullest GPU's 16-bit gradients after the
+               step, not overlapped (pessimistic)
+memory: parameters, gradients and Adam state (16 bytes per parameter, ZeRO-1
+divides the 12 of the optimizer) and the activations the schedule holds at its
+peak (Korthikanti et al. 2022); buffers and fragmentation are not counted."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -36,6 +50,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "H100 datasheet, NVLink 4 at 450 GB/s and InfiniBand NDR 400 Gb/s = 50 GB/s\n"
             "per GPU and direction: data/links.csv)."
         ),
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     model = parser.add_argument_group("the model (a GPT-style transformer, MLP 4h)")
