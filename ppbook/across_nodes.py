@@ -31,8 +31,6 @@ its slow link, from :func:`ppbook.dependencies.sends` (what each action sends, t
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ppbook.checks import as_count, as_quantity
 from ppbook.costs import Costs
 from ppbook.dependencies import sends
@@ -119,11 +117,9 @@ def split_timelines(
     stage = _pass_seconds(shape, shape.layers // 2, per_node, b, speed, intra)
     message = boundary_bytes(b, shape.seq_len, shape.hidden, shape.bytes_per_element)
     pipeline = simulate(
-        one_f_one_b(2, m), Costs(**stage, comm_bytes=message, bandwidth=inter * 1e9)
+        one_f_one_b(2, m),
+        Costs(**stage, comm_bytes=message, bandwidth=inter * 1e9, time_unit="s"),
     )
     whole = _pass_seconds(shape, shape.layers, 2 * per_node, b, speed, inter)
-    tensor = simulate(one_f_one_b(1, m), Costs(**whole))
-    return {
-        "pipeline": replace(pipeline, time_unit="s"),
-        "tensor": replace(tensor, time_unit="s"),
-    }
+    tensor = simulate(one_f_one_b(1, m), Costs(**whole, time_unit="s"))
+    return {"pipeline": pipeline, "tensor": tensor}

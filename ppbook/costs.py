@@ -70,7 +70,8 @@ class Costs:
     ``w_memory`` is the share of a micro-batch's activations that a split backward keeps
     from the end of its ``I`` to the end of its ``W`` (the Zero Bubble paper's M_W / M_B,
     its Table 1: about 32 / (34 + 5as/h) for a transformer layer); the default 1 keeps all
-    of them until ``W``.
+    of them until ``W``. ``time_unit`` names the unit of every time here (``"time unit"``
+    when the costs are unitless, ``"s"`` for seconds); simulated timelines carry it.
     """
 
     F: Cost = 1.0
@@ -86,6 +87,7 @@ class Costs:
     contention: bool = False
     overlap_send: bool = True
     w_memory: float = 1.0
+    time_unit: str = "time unit"
 
     def __post_init__(self) -> None:
         for name in (*KEYS, "activation_bytes"):
@@ -102,6 +104,11 @@ class Costs:
             object.__setattr__(self, "bandwidth", bandwidth)
         elif self.comm_bytes and self.topology is None:
             raise ValueError("comm_bytes needs a bandwidth (bytes per time unit) to turn into time")
+        if not isinstance(self.time_unit, str) or not self.time_unit.strip():
+            raise ValueError(
+                f"Costs needs time_unit to name the unit of its times, such as 's' or "
+                f"'time unit', got {shown(self.time_unit)}"
+            )
         w_memory = as_quantity(self.w_memory, "w_memory (a share from 0 to 1)", "Costs")
         if w_memory > 1:
             raise ValueError(

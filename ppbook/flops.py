@@ -72,7 +72,7 @@ def stage_costs(
     Values are per stage in ppbook's cost convention (one device's share: a part's own
     time divided by ``schedule.chunk_share``, which the simulator multiplies back).
     ``kwargs`` go to ``Costs`` (``comm``, ``comm_bytes``, ``bandwidth``). Times are in
-    seconds: give the timeline ``time_unit="s"`` where it is shown.
+    seconds (``time_unit="s"``, which simulated timelines then carry).
     """
     speed = as_quantity(flops_per_second, "flops_per_second", "stage_costs", inclusive=False)
     layers = parts_of(schedule, shape, layers_per_part)
@@ -83,4 +83,5 @@ def stage_costs(
     per_stage = {
         key: [flops[k][key] / speed / share for k in parts] for key in ("F", "B", "I", "W")
     }
+    kwargs.setdefault("time_unit", "s")
     return Costs(**per_stage, activation_bytes=[sizes[k] / share for k in parts], **kwargs)

@@ -94,6 +94,7 @@ def simulate(
         [[t + shift for shift in shifts for t in row] for row in one.ends],
         activation_bytes=one.activation_bytes,
         source=one.source,
+        time_unit=one.time_unit,
         steps=steps,
         sync=sync,
         w_memory=one.w_memory,
@@ -211,6 +212,7 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
             schedule.num_stages, share=schedule.chunk_share
         ),
         source="simulated",
+        time_unit=costs.time_unit,
         w_memory=costs.w_memory,
     )
 

@@ -167,3 +167,13 @@ def test_w_memory_frees_all_but_its_share_at_the_input_gradient():
 def test_w_memory_outside_zero_to_one_is_refused(w):
     with pytest.raises(ValueError, match="w_memory"):
         Costs(w_memory=w)
+
+
+def test_costs_name_the_time_unit_the_timeline_carries():
+    seconds = Costs(F=0.5, B=1.0, time_unit="s")
+    for steps, sync in ((1, "optimizer"), (3, "optimizer"), (3, "none")):
+        timeline = simulate(one_f_one_b(2, 4), seconds, steps=steps, sync=sync)
+        assert timeline.time_unit == "s"
+    assert simulate(one_f_one_b(2, 4)).time_unit == "time unit"
+    with pytest.raises(ValueError, match="time_unit to name the unit"):
+        Costs(time_unit="")
