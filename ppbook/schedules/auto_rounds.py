@@ -17,12 +17,11 @@ ZB-H2 (given warm-ups and W delays):
 
 Memory is counted as :class:`~ppbook.timeline.Timeline` counts it: an activation whole
 from its F to its I, then the share ``kept`` (``Costs.w_memory``) until its W;
-:func:`fits` decides the limit exactly.
+:meth:`Rounds.fits` decides the limit exactly, in integers (w as the fraction n / d that
+the float is).
 """
 
 from __future__ import annotations
-
-from fractions import Fraction
 
 
 class Rounds:
@@ -39,6 +38,7 @@ class Rounds:
 
     def __init__(self, p, m, limit, cost, comm, kept, adaptive=None, fixed=None):
         self.p, self.m, self.limit, self.comm, self.kept = p, m, limit, comm, kept
+        self.share = float(kept).as_integer_ratio()  # kept = n / d exactly
         self.adaptive, self.fixed = adaptive, fixed
         self.F, self.I, self.W = cost["F"], cost["I"], cost["W"]
         self.nf, self.ni, self.nw, self.over = [0] * p, [0] * p, [0] * p, False
@@ -71,8 +71,10 @@ class Rounds:
             self.over = True
 
     def fits(self, r: int, whole: int) -> bool:
-        """Whether ``whole`` activations and rank r's waiting W passes fit in the limit."""
-        return fits(whole, self.ni[r] - self.nw[r], self.kept, self.limit)
+        """Whether ``whole`` activations and rank r's waiting W passes fit in the limit
+        (n * waiting <= (K - whole) * d, with w = n / d exactly)."""
+        n, d = self.share
+        return n * (self.ni[r] - self.nw[r]) <= (self.limit - whole) * d
 
     def input_grad(self, r: int) -> None:
         j = self.ni[r]
@@ -168,15 +170,7 @@ the first I, let a W overrun a short wait, cap the warm-up at 2(p-1-r) extra for
 
 def most_waiting(room: int, kept: float, m: int) -> int:
     """How many of m weight passes, each holding ``kept``, fit in ``room`` activations."""
-    if fits(0, m, kept, room):
+    n, d = float(kept).as_integer_ratio()
+    if n * m <= room * d:
         return m
-    return int(Fraction(room) // Fraction(kept))
-
-
-def fits(whole: int, waiting: int, kept: float, limit: int) -> bool:
-    """Whether ``whole`` activations and ``waiting`` shares ``kept`` fit in ``limit``,
-    decided exactly (a float product first, the exact fraction when it is too close)."""
-    room, used = limit - whole, kept * waiting
-    if abs(used - room) > 1e-9 * (limit + 1):
-        return used < room
-    return Fraction(kept) * waiting <= room
+    return room * d // n
