@@ -7,7 +7,7 @@ fraction f = idle / total time of the pipeline's step (REFERENCES.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ppbook.costs import Costs
 from ppbook.memory import MemoryBreakdown, ModelShape, Parallel, peak_memory, total_parameters
@@ -126,10 +126,8 @@ class SizingResult:
 
     def timeline(self, option: Option) -> Timeline:
         """The option's simulated pipeline step (times in seconds)."""
-        c = option.config
-        return replace(
-            simulated(c.schedule, c.pp, c.num_microbatches, c.v, option.costs), time_unit="s"
-        )
+        c = option.config  # stage_costs gives seconds, so the timeline's time_unit is "s"
+        return simulated(c.schedule, c.pp, c.num_microbatches, c.v, option.costs)
 
     def memory(self, option: Option) -> list[MemoryBreakdown]:
         """Every pipeline rank's memory, from :func:`ppbook.memory.peak_memory` on the
