@@ -19,10 +19,10 @@ a W may overrun a short wait, and a cap of 2(p-1-r) warm-up forwards) are built,
 the hand-written family of ZB-H1 and ZB-H2 (rank r warms up with n_r forwards and runs each
 W d_r pairs late, n_r + 1 + w d_r <= K), ZB-H2 fitted to the costs among them. The best
 by (longest rank span, makespan) is kept: the paper's bubble rate is measured on the
-longest span. ZB-H1 and ZB-H2 are themselves
-candidates whenever they fit the limit, and the result is no slower than either on either
-measure (when none of these is, a hill-climb over the family looks for one:
-:func:`zb_auto` says what is kept if it finds none).
+longest span. ZB-H1 and ZB-H2 are themselves candidates whenever they fit the limit, and
+the result is no slower than either on either measure (when none of these is, a
+hill-climb over the family looks for one: :func:`zb_auto` says what is kept if it finds
+none).
 
 How low the span can go: :func:`zb_span_lower_bound`. With w = 1 a postponed W is as
 dear as a waiting forward, and at K = 2p no schedule reaches the paper's ZB-2p rates; with
