@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from itertools import accumulate
 
@@ -267,10 +268,10 @@ class Timeline:
         """
         changes = self._changes(rank, in_bytes)
         share = 1.0 if in_bytes else self.schedule.chunk_share
-        held, curve = 0.0, [(self.origin, 0.0)]
+        held, curve = 0, [(self.origin, 0.0)]
         for time, delta in changes:
             held += delta
-            curve.append((time, held * share))
+            curve.append((time, float(held) * share))
         return curve
 
     def peak_activations(self, rank: int) -> float:
@@ -288,12 +289,12 @@ class Timeline:
                 return float(max(accumulate(map(_HELD.__getitem__, kinds), initial=0)))
             except KeyError:  # an overlapped pair allocates and frees: go event by event
                 pass
-        held = peak = 0.0
+        held = peak = 0
         for _, delta in self._changes(rank, in_bytes):
             held += delta
             if held > peak:
                 peak = held
-        return peak
+        return float(peak)
 
     def _in_order(self, rank: int) -> bool:
         """Whether execution order is time order (measured times may overlap a little)."""
@@ -313,12 +314,14 @@ class Timeline:
             raise ValueError("memory in bytes needs activation_bytes (Costs(activation_bytes=...))")
         sizes = self.activation_bytes if in_bytes else None
         starts, ends = self.starts[rank], self.ends[rank]
-        kept = self.w_memory
-        freed = {"B": 1.0, "W": kept, "I": 1.0 - kept}  # a split backward frees at I and W
+        # Counts add exactly (a Fraction of w), so that a peak at a limit K reads K, not
+        # K plus a rounding error; bytes are floats anyway.
+        kept = self.w_memory if in_bytes or self.w_memory == 1 else Fraction(self.w_memory)
+        freed = {"B": 1, "W": kept, "I": 1 - kept}  # a split backward frees at I and at W
         events: list[tuple[float, int, int, float]] = []
         for k, step in enumerate(self.schedule.actions[rank]):
             for stage, kind, _ in (step,) if type(step) is Action else step.parts:
-                size = sizes[stage] if sizes else 1.0
+                size = sizes[stage] if sizes else 1
                 if kind == "F":
                     events.append((starts[k], k, 0, size))
                 elif freed[kind]:

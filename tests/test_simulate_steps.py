@@ -10,7 +10,7 @@ from test_simulate import brute_force
 from ppbook import limits
 from ppbook.cli import main
 from ppbook.costs import Costs
-from ppbook.schedule import Action
+from ppbook.schedule import Action, Schedule
 from ppbook.schedules import dualpipe, gpipe, one_f_one_b, zb_h1, zb_h2
 from ppbook.simulate import simulate
 
@@ -177,3 +177,13 @@ def test_costs_name_the_time_unit_the_timeline_carries():
     assert simulate(one_f_one_b(2, 4)).time_unit == "time unit"
     with pytest.raises(ValueError, match="time_unit to name the unit"):
         Costs(time_unit="")
+
+
+def test_a_peak_of_waiting_shares_is_counted_exactly():
+    # One rank: ten micro-batches run F and I, each leaving w = 0.1 of its activations for
+    # its W, then an eleventh F: 1 + 10 * 0.1 = 2 exactly (a running float sum reads
+    # 2.000000000000001, over a memory limit of 2).
+    row = [f"0{kind}{j}" for j in range(11) for kind in "FI"] + [f"0W{j}" for j in range(11)]
+    timeline = simulate(Schedule.from_strings([row]), Costs(F=1, I=1, W=1, w_memory=0.1))
+    assert timeline.peak_activations(0) == 2.0
+    assert max(amount for _, amount in timeline.memory(0)) == 2.0
