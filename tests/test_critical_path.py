@@ -20,7 +20,7 @@ from ppbook.critical_path import (
     simplify_under,
 )
 from ppbook.critical_path.cones import Cone, hull
-from ppbook.schedules import build, dualpipe, gpipe, one_f_one_b, zb_h1, zb_h2
+from ppbook.schedules import build, dualpipe, gpipe, interleaved_1f1b, one_f_one_b, zb_h1, zb_h2
 from ppbook.simulate import simulate
 from ppbook.symbolic import formulas, gpipe_makespan_with_transfer
 from ppbook.symbolic.symbols import c, m, p, t_b, t_f, t_fb, t_i, t_w
@@ -162,6 +162,56 @@ def test_ppbooks_zb_h2_formula_holds_beyond_its_recorded_condition():
     schedule = zb_h2(3, 6)
     assert simulated(schedule, 2, 3, 2.5) == formula(3, 6, 2, 3, 2.5)  # W > F, I <= 2F, 2W
     assert simulated(schedule, 2, 6, 2.5) > formula(3, 6, 2, 6, 2.5)  # W > F, I > 2W
+
+
+def test_interleaved_1f1b_takes_megatrons_makespan_at_any_costs():
+    grid = [(2, 2), (2, 4), (3, 3), (3, 6), (4, 4), (4, 8)]
+    for chunks in (2, 3):
+        found = formula_conditions_on_grid(
+            "interleaved_makespan", lambda s, mb, v=chunks: interleaved_1f1b(s, mb, v), grid
+        )
+        assert set(found) == set(grid)
+        assert set(found.values()) == {sp.true}
+
+
+def zb_v_makespan():
+    """The ZB-V closed form of ppbook.schedules.zero_bubble, per chunk there,
+    2m(F+I+W) + (p-1)(I + max(0, I-2W)), here in a device's share (a chunk pass is
+    half of it)."""
+    return m * (t_f + t_i + t_w) + (p - 1) * (t_i + sp.Max(0, t_i - 2 * t_w)) / 2
+
+
+def test_zb_v_needs_f_at_most_i_and_w_at_most_i():
+    found = formula_conditions_on_grid(zb_v_makespan(), "zb-v", [(3, 5), (3, 7), (4, 7), (4, 9)])
+    assert set(found.values()) == {sp.And(sp.Le(t_f, t_i), sp.Le(t_w, t_i))}
+    formula = sp.lambdify((p, m, t_f, t_i, t_w), zb_v_makespan())
+    schedule = build("zb-v", 3, 7)
+    assert simulated(schedule, 2, 3, 1) == formula(3, 7, 2, 3, 1)  # inside
+    assert simulated(schedule, 2, 3, 3) == formula(3, 7, 2, 3, 3)  # W = I, a boundary
+    assert simulated(schedule, 4, 3, 1) > formula(3, 7, 4, 3, 1)  # F > I
+    assert simulated(schedule, 2, 3, 4) > formula(3, 7, 2, 3, 4)  # W > I
+
+
+def dualpipe_makespan():
+    """ppbook.schedules.dualpipe's makespan: the table's bubble (P-1)(F&B+B-3W) plus the
+    middle rank's compute 2M(F+B) - (2M-2P-1)(F+B-F&B), P = p/2, M = m/2, B = I + W."""
+    big_p, big_m, b = p / 2, m / 2, t_i + t_w
+    bubble = (big_p - 1) * (t_fb + b - 3 * t_w)
+    return bubble + 2 * big_m * (t_f + b) - (2 * big_m - 2 * big_p - 1) * (t_f + b - t_fb)
+
+
+def test_dualpipe_needs_i_equal_f_w_at_most_f_and_a_pair_at_least_f_plus_w():
+    grid = [(4, 8), (4, 12)]
+    assert set(formula_conditions_on_grid(dualpipe_makespan(), "dualpipe", grid).values()) == {
+        sp.false
+    }
+    found = formula_conditions_on_grid(dualpipe_makespan(), "dualpipe", grid, "I = F")
+    assert set(found.values()) == {sp.And(sp.Le(t_w, t_f), sp.Le(t_f + t_w, t_fb))}
+    formula = sp.lambdify((p, m, t_f, t_i, t_w, t_fb), dualpipe_makespan())
+    schedule = dualpipe(4, 8)
+    assert simulated(schedule, 2, 2, 1, FB=4) == formula(4, 8, 2, 2, 1, 4)  # inside
+    assert simulated(schedule, 2, 2, 1, FB=2.5) != formula(4, 8, 2, 2, 1, 2.5)  # F&B < F+W
+    assert simulated(schedule, 2, 2, 3, FB=6) != formula(4, 8, 2, 2, 3, 6)  # W > F
 
 
 # ----- simplification under conditions ----------------------------------------------

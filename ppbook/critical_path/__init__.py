@@ -40,10 +40,14 @@ of costs that meet the conditions is decided exactly at the cone's extreme rays
 (:mod:`.cones`): the same as substituting a parametrisation such as F = W + a,
 I = 2W + b with a, b >= 0 and comparing coefficients, for any set of conditions.
 
-Sizes: ZB-H2 with p = 4, m = 8 takes well under a second; p = 8, m = 32 of any schedule
-here a few seconds; the work grows with the number of actions times the number of
-competing paths, which grows with p (the cost of a Max is quadratic in it). Chapter 4
-uses p <= 8. Imports sympy and the schedule layer; ``import ppbook`` does not import it.
+Sizes (measured on one CPU core, with ``c`` / with ``transfer=False``): ZB-H2 at p = 4,
+m = 8 takes about 0.02 s / 0.01 s; ZB-H1 and ZB-H2 at p = 8, m = 32 under 0.5 s / 0.1 s;
+DualPipe at p = 8, m = 32 about 1.5 s / 0.6 s; ZB-V at p = 4, m = 16 about 2.5 s /
+0.05 s, at p = 8, m = 16 about 15 s / 1.5 s; DualPipeV at p = 8, m = 16 over 30 s. The
+work grows with the number of actions times the square of the number of competing path
+lengths, which grows with p and fastest for V-shaped schedules with transfers; stated
+conditions such as "W <= F" cut it. Imports sympy and the schedule layer; ``import
+ppbook`` does not import it.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ class Makespan:
         self.schedule_name = schedule.name
         self.num_ranks = schedule.num_ranks
         self.num_microbatches = schedule.num_microbatches
-        self.chunk_share = sp.Rational(len(set(schedule.stage_to_rank)), len(schedule.route(0)))
+        self.chunk_share = _chunk_share(schedule)
         self.space = space
         self.forms = tuple(dict.fromkeys(space.reduce(f) for f in forms))
         self.symbols = space.free
@@ -116,6 +120,8 @@ def critical_path(
             f"expected a ppbook.schedule.Schedule, got {type(schedule).__name__}; "
             "build one with ppbook.schedules.build"
         )
+    if split_backward not in (None, True, False):
+        raise ValueError(f"split_backward must be None, True or False, got {split_backward!r}")
     if overlap not in _OVERLAPS:
         raise ValueError(f"overlap must be 'FB' or 'F+B', got {overlap!r}")
     return _critical_path(
@@ -164,7 +170,8 @@ def formula_conditions(formula, schedule: Schedule, conditions=(), **options) ->
     :func:`ppbook.symbolic.formulas`, or an expression in ``p``, ``m``, ``v`` and the
     costs (``t_b`` reads ``t_i + t_w`` for a split schedule), with ``Max`` allowed.
     ``p`` is the schedule's ranks, ``m`` its micro-batches, ``v`` its chunks per rank.
-    Without ``c`` in the formula the transfer time is taken as 0. Returns ``sympy.true``
+    Without ``c`` in the formula the transfer time is taken as 0. A record's own
+    conditions on the costs are not assumed: they are what this finds. Returns ``sympy.true``
     (everywhere), a conjunction of relations such as ``(t_w <= t_f) & (t_w <= t_i)``, a
     disjunction of them, or ``sympy.false`` (nowhere but on boundaries).
     """
@@ -192,7 +199,7 @@ def formula_conditions_on_grid(
     """
     from ppbook.schedules import build
 
-    record = formulas()[formula] if isinstance(formula, str) else formula
+    record = _record(formula)
     counts = [cond for cond, _ in getattr(record, "requires", ()) if cond.free_symbols <= {p, m, v}]
     found = {}
     for num_stages, num_microbatches in grid:
@@ -204,22 +211,33 @@ def formula_conditions_on_grid(
             if isinstance(schedules, str)
             else schedules(num_stages, num_microbatches)
         )
-        at[v] = 1 / sp.Rational(len(set(schedule.stage_to_rank)), len(schedule.route(0)))
+        at[v] = 1 / _chunk_share(schedule)
         if all(bool(cond.subs(at)) for cond in counts):
             key = (num_stages, num_microbatches)
             found[key] = formula_conditions(record, schedule, conditions, **options)
     return found
 
 
+def _record(formula):
+    """A :class:`~ppbook.symbolic.Formula` by name, or ``formula`` itself."""
+    if not isinstance(formula, str):
+        return formula
+    if formula not in formulas():
+        raise ValueError(
+            f"unknown formula {formula!r}; choose a name of ppbook.symbolic.formulas(), "
+            "or pass an expression"
+        )
+    return formulas()[formula]
+
+
 def _formula_expr(formula) -> sp.Expr:
-    if isinstance(formula, str):
-        if formula not in formulas():
-            raise ValueError(
-                f"unknown formula {formula!r}; choose a name of ppbook.symbolic.formulas(), "
-                "or pass an expression"
-            )
-        formula = formulas()[formula]
+    formula = _record(formula)
     return formula.expr if isinstance(formula, Formula) else sp.sympify(formula)
+
+
+def _chunk_share(schedule: Schedule) -> sp.Rational:
+    """:attr:`~ppbook.schedule.Schedule.chunk_share`, exactly: 1/v."""
+    return sp.Rational(len(set(schedule.stage_to_rank)), len(schedule.route(0)))
 
 
 def _space_of(expr, conditions) -> CostSpace:
