@@ -133,7 +133,7 @@ def critical_path(
 def _critical_path(schedule, conditions, transfer, split_backward, overlap) -> Makespan:
     options = {"transfer": transfer, "split_backward": split_backward, "overlap": overlap}
     space = CostSpace(variables_of(schedule, **options), conditions)
-    return Makespan(schedule, space, path_lengths(schedule, space, overlap))
+    return Makespan(schedule, space, path_lengths(schedule, space))
 
 
 def makespan_expression(schedule: Schedule, conditions=(), **options) -> sp.Expr:

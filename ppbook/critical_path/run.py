@@ -48,9 +48,9 @@ def variables_of(
     )
 
 
-def path_lengths(schedule: Schedule, space: CostSpace, overlap: str) -> list[tuple[Fraction]]:
+def path_lengths(schedule: Schedule, space: CostSpace) -> list[tuple[Fraction, ...]]:
     """The non-dominated lengths of the longest paths that end the schedule, as forms in
-    ``space.variables``: the makespan is their Max."""
+    ``space.variables`` (from :func:`variables_of`): the makespan is their Max."""
     index = validate(schedule)
     share = Fraction(len(set(schedule.stage_to_rank)), len(schedule.route(0)))
     scale, d = share.denominator, len(space.variables)
@@ -75,10 +75,9 @@ def path_lengths(schedule: Schedule, space: CostSpace, overlap: str) -> list[tup
     def duration(step) -> Term:
         if type(step) is Action:
             return durations[step.kind]
-        forward, backward = step.parts  # an overlapped pair: t_fb, or F + its backward
-        if t_fb in position:
+        if t_fb in position:  # an overlapped pair: t_fb, or F + its backward
             return term({t_fb: unit})
-        return tuple(map(add, durations["F"], durations[backward.kind]))
+        return tuple(map(add, durations["F"], durations[step.parts[1].kind]))
 
     steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
     waits: list[list[tuple[int, bool]]] = []
@@ -105,11 +104,10 @@ def path_lengths(schedule: Schedule, space: CostSpace, overlap: str) -> list[tup
                     break
                 start = list(last[rank])
                 for did, crossing in waits[sid]:
-                    start += (
-                        [tuple(map(add, t, hop)) for t in end[did]]
-                        if crossing and hop
-                        else (end[did])
-                    )
+                    if crossing and hop:
+                        start += [tuple(map(add, t, hop)) for t in end[did]]
+                    else:
+                        start += end[did]
                 step_time = duration(steps[sid])
                 end[sid] = last[rank] = [tuple(map(add, t, step_time)) for t in _pruned(start, d)]
                 position_of[rank] += 1
