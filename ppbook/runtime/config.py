@@ -13,6 +13,7 @@ only to look at a model given as modules or to ask whether there is a GPU.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -85,6 +86,7 @@ class RunConfig:
     num_threads: int | None = None  # torch threads per rank; None: CPU cores / nproc
     collect_grads: bool = False  # gather every parameter gradient on rank 0
     matching: str = "mailbox"  # see ppbook.runtime.comm
+    transport: str | None = None  # a module's receive/deliver replace the runner's (execute.py)
     fault: Fault | None = None
     verbose: bool = False
     label: str = field(default="", compare=False)  # free text to tell runs apart
@@ -141,9 +143,29 @@ def check(config: RunConfig) -> Schedule:
             f"pipeline parts of "
             f"{schedule.name!r} with {config.nproc} ranks: give it at least {parts} blocks"
         )
+    if config.transport is not None:
+        check_transport(config.transport)
     if config.fault is not None and not 0 <= config.fault.rank < config.nproc:
         raise ValueError(f"fault on rank {config.fault.rank}, but ranks are 0..{config.nproc - 1}")
     return schedule
+
+
+def check_transport(name: object) -> None:
+    """A transport module (:mod:`ppbook.runtime.execute`) that the ranks will find: a
+    module name that this process can import (the ranks get its ``sys.path``)."""
+    if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+        raise ValueError(
+            f"transport must be a module's name such as 'my_transport', got {shown(name)}"
+        )
+    try:
+        found = importlib.util.find_spec(name)
+    except ImportError:  # a parent package is missing
+        found = None
+    if found is None:
+        raise ValueError(
+            f"cannot find the transport module {name!r}: write it to {name.replace('.', '/')}.py "
+            "in the folder the run starts from, or in another folder on sys.path"
+        )
 
 
 def check_numbers(config: RunConfig) -> None:

@@ -147,7 +147,9 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
             stage.module.zero_grad(set_to_none=True)
         log.clear()
         dist.barrier()  # the ranks start each step together
-        runner = StepRunner(schedule, ctx.rank, stages, messenger, inputs, targets, config.fault)
+        runner = StepRunner(
+            schedule, ctx.rank, stages, messenger, inputs, targets, config.fault, config.transport
+        )
         starts, ends, losses = runner.run()
         combine_copies(schedule, stages, modules, ctx.comm_device)  # DualPipe: sum copies
         if optimizer is not None:
