@@ -11,7 +11,7 @@ from ppbook import limits
 from ppbook.cli import main
 from ppbook.costs import Costs
 from ppbook.schedule import Action, Schedule
-from ppbook.schedules import dualpipe, gpipe, one_f_one_b, zb_h1, zb_h2
+from ppbook.schedules import SCHEDULES, build, dualpipe, gpipe, one_f_one_b, zb_h1, zb_h2
 from ppbook.simulate import simulate
 
 EVEN = Costs(F=1, I=1, W=1)
@@ -187,3 +187,21 @@ def test_a_peak_of_waiting_shares_is_counted_exactly():
     timeline = simulate(Schedule.from_strings([row]), Costs(F=1, I=1, W=1, w_memory=0.1))
     assert timeline.peak_activations(0) == 2.0
     assert max(amount for _, amount in timeline.memory(0)) == 2.0
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEDULES if n != "zb-auto"] + ["zb-auto"])
+def test_post_validated_period_is_the_longest_one_step_span(name):
+    # With free transfers, steps that overlap settle to a period equal to the longest span
+    # one rank has in a single step: why the Zero Bubble paper measures its bubble rate on
+    # that span. Four simulated steps against one, on a grid of p, m and costs.
+    for p, m in ((2, 4), (3, 6), (4, 8)):
+        for f, i, w in ((1, 1, 1), (2, 1, 0.5), (0.5, 2, 1), (1, 2, 2)):
+            costs = Costs(F=f, I=i, W=w)
+            try:
+                schedule = (
+                    build(name, p, m, costs=costs) if name == "zb-auto" else build(name, p, m)
+                )
+            except ValueError:  # a p or m this schedule does not take
+                continue
+            steady = simulate(schedule, costs, steps=4, sync="none")
+            assert steady.period == pytest.approx(max(simulate(schedule, costs).rank_spans))
