@@ -1,0 +1,161 @@
+"""Student copies of the assignments: the instructor's notebooks with every solution region
+replaced by a stub (issue 10; ``ppbook assign build``).
+
+Solution regions are marked as nbgrader marks them (its ``ClearSolutions`` preprocessor,
+https://nbgrader.readthedocs.io, "student version"): a line ``### BEGIN SOLUTION`` and a
+line ``### END SOLUTION`` (any number of ``#``). In a code cell the region becomes one line,
+indented as the marker, ``raise NotImplementedError("write f: what")``: ``f`` is the function
+the region lies in and ``what`` the first line of its docstring, so the grader can say which
+function is still to do. A region outside any function is refused: assignments ask for
+typed functions. In a Markdown cell the region becomes ``YOUR ANSWER HERE``. Outputs and
+execution counts are cleared, the notebook's ``metadata.ppbook.assignment`` names the
+assignment (so a renamed submission is still graded against it), and the JSON is written
+the way nbformat writes it, so that building twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+ASSIGNMENTS = Path(__file__).resolve().parents[2] / "notebooks" / "assignments"
+"""The instructor versions (``NN_name.ipynb``); student copies go to its ``student/``."""
+TEXT_STUB = "YOUR ANSWER HERE"
+LINE_LENGTH = 100
+"""The project's line length (ruff): a longer stub is split as ruff would split it."""
+_BEGIN = re.compile(r"^(\s*)#+\s*BEGIN SOLUTION\s*$")
+_END = re.compile(r"^\s*#+\s*END SOLUTION\s*$")
+
+
+def _regions(lines: list[str], where: str) -> list[tuple[int, int]]:
+    """(begin, end) line indexes of each solution region; ValueError if unbalanced."""
+    regions, begin = [], None
+    for index, line in enumerate(lines):
+        if _BEGIN.match(line):
+            if begin is not None:
+                raise ValueError(f"{where}: BEGIN SOLUTION on line {index + 1} inside a region")
+            begin = index
+        elif _END.match(line):
+            if begin is None:
+                raise ValueError(f"{where}: END SOLUTION on line {index + 1} without a BEGIN")
+            regions.append((begin, index))
+            begin = None
+    if begin is not None:
+        raise ValueError(f"{where}: BEGIN SOLUTION on line {begin + 1} has no END SOLUTION")
+    return regions
+
+
+def _enclosing_function(tree: ast.AST, line: int) -> ast.FunctionDef | None:
+    """The innermost function whose body holds 1-based ``line``."""
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.lineno < line <= (node.end_lineno or node.lineno):
+                if found is None or node.lineno > found.lineno:
+                    found = node
+    return found
+
+
+def stub_message(function: ast.FunctionDef) -> str:
+    """``write f: <first line of f's docstring>`` (``write f`` without a docstring)."""
+    doc = ast.get_docstring(function)
+    what = doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
+    return f"write {function.name}: {what}" if what else f"write {function.name}"
+
+
+def _stub_lines(indent: str, message: str) -> list[str]:
+    """``raise NotImplementedError(message)``, split over three lines as ruff formats it
+    when one line would pass :data:`LINE_LENGTH`."""
+    line = f"{indent}raise NotImplementedError({message})"
+    if len(line) <= LINE_LENGTH:
+        return [line]
+    return [f"{indent}raise NotImplementedError(", f"{indent}    {message}", f"{indent})"]
+
+
+def student_code(source: str, where: str = "cell") -> str:
+    """A code cell's source with each solution region replaced by its stub."""
+    lines = source.splitlines()
+    regions = _regions(lines, where)
+    if not regions:
+        return source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ValueError(f"{where}: the instructor's code does not parse: {exc}") from None
+    out, start = [], 0
+    for begin, end in regions:
+        function = _enclosing_function(tree, begin + 1)
+        if function is None:
+            raise ValueError(
+                f"{where}: the solution region on line {begin + 1} is not inside a function; "
+                "put solutions inside the functions the student writes"
+            )
+        indent = _BEGIN.match(lines[begin]).group(1)
+        out += lines[start:begin]
+        out += _stub_lines(indent, json.dumps(stub_message(function)))
+        start = end + 1
+    out += lines[start:]
+    result = "\n".join(out)
+    return result + "\n" if source.endswith("\n") else result
+
+
+def student_text(source: str, where: str = "cell") -> str:
+    """A Markdown cell's source with each solution region replaced by ``YOUR ANSWER HERE``."""
+    lines = source.splitlines()
+    out, start = [], 0
+    for begin, end in _regions(lines, where):
+        out += [*lines[start:begin], TEXT_STUB]
+        start = end + 1
+    out += lines[start:]
+    return "\n".join(out) if out != lines else source
+
+
+def student_notebook(instructor: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """The student copy of ``instructor`` (assignment ``name``)."""
+    notebook = copy.deepcopy(instructor)
+    for number, cell in enumerate(notebook.cells, start=1):
+        where = f"{name} cell {number}"
+        if cell.cell_type == "code":
+            cell.source = student_code(cell.source, where)
+            cell.outputs = []
+            cell.execution_count = None
+        elif cell.cell_type == "markdown":
+            cell.source = student_text(cell.source, where)
+    notebook.metadata.setdefault("ppbook", {})["assignment"] = name
+    return notebook
+
+
+def student_text_of(path: Path) -> str:
+    """The bytes (as text) that ``build`` writes for the instructor notebook at ``path``."""
+    instructor = nbformat.read(path, as_version=4)
+    text = nbformat.writes(student_notebook(instructor, path.stem))
+    return text if text.endswith("\n") else text + "\n"
+
+
+def build(source: Path = ASSIGNMENTS, *, check: bool = False) -> list[Path]:
+    """Write ``source/student/NAME.ipynb`` for every ``source/*.ipynb``; return the student
+    copies that changed (with ``check``: that differ, are missing or have no instructor
+    version; nothing is written)."""
+    source = Path(source)
+    if not source.is_dir():
+        raise ValueError(f"no assignments folder at {source}")
+    target = source / "student"
+    stale = []
+    wanted = {}
+    for path in sorted(source.glob("*.ipynb")):
+        wanted[path.name] = student_text_of(path)
+    for name, text in wanted.items():
+        out = target / name
+        if not out.is_file() or out.read_text(encoding="utf-8") != text:
+            stale.append(out)
+            if not check:
+                target.mkdir(exist_ok=True)
+                out.write_text(text, encoding="utf-8")
+    if check and target.is_dir():
+        stale += [p for p in sorted(target.glob("*.ipynb")) if p.name not in wanted]
+    return stale
