@@ -1,8 +1,10 @@
-"""The ``ppbook`` command: ``ppbook simulate ...``, ``ppbook run ...`` and ``ppbook size ...``.
+"""The ``ppbook`` command: ``ppbook simulate ...``, ``ppbook run ...``, ``ppbook size ...`` and
+``ppbook assign ...``.
 
 Each subcommand lives with its layer: :mod:`ppbook.cli.simulate` (standard library and
 matplotlib for ``--png``), :mod:`ppbook.cli.run` (torch, imported only when
-``run`` is asked for) and :mod:`ppbook.cli.size` (the sizing search). Bad input (a
+``run`` is asked for), :mod:`ppbook.cli.size` (the sizing search) and
+:mod:`ppbook.cli.assign` (course assignments: student copies and the grader). Bad input (a
 ValueError) is printed as a short message, cut to :data:`MAX_ERROR_LINES` lines and
 :data:`ppbook.limits.MAX_MESSAGE` characters, with exit status 2.
 """
@@ -30,6 +32,7 @@ def short_error(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppbook`` console script; returns the exit status."""
+    from ppbook.cli import assign as assign_command
     from ppbook.cli import run as run_command
     from ppbook.cli import simulate as simulate_command
     from ppbook.cli import size as size_command
@@ -38,10 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="ppbook",
         description="Pipeline-parallel schedules: simulate them, or run them on real processes.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{simulate,run,size}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{simulate,run,size,assign}")
     simulate_command.add_parser(sub)
     run_command.add_parser(sub)
     size_command.add_parser(sub)
+    assign_command.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
