@@ -51,6 +51,10 @@ _CHAPTERS = {
     "5": "ppbook.exercises.ch5",
     "6": "ppbook.exercises.ch6",
     "7": "ppbook.exercises.ch7",
+    "A1": "ppbook.exercises.assignments",
+    "A2": "ppbook.exercises.assignments",
+    "A3": "ppbook.exercises.assignments",
+    "A4": "ppbook.exercises.assignments",
 }
 
 

@@ -1,0 +1,173 @@
+"""The questions of the four assignments: what the grader collects from a submission, and
+how it scores that data (``notebooks/assignments/``).
+
+A :class:`Question`'s ``collect`` is the source of one expression that the grader
+evaluates in the submission's kernel after all its cells ran; it calls the function the
+question asks for and gives back plain data (numbers, strings, lists, dicts). Its
+``score`` runs in the grader's own process and trusts that data for nothing more: it
+re-checks it with ppbook (sympy, the validator, the simulator, the single-process
+reference) and returns the points and one line of feedback that teaches. The notebooks'
+self-check cells go through the same two steps (:mod:`ppbook.exercises.assignments`), so
+a reader sees the grader's own verdict before handing in.
+
+The scores live with their assignments: :mod:`.score_bubble` (1),
+:mod:`.score_schedules` (2 and 4), :mod:`.transport` (3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ppbook.assign import score_bubble, score_schedules, transport
+
+
+@dataclass(frozen=True)
+class Question:
+    """One graded question: its name ("1.1"), points, what to collect and how to score it.
+
+    ``function`` is the notebook's function the question asks for (a module's name for
+    question 3), ``prompt`` the question in one sentence, for reports and self-checks.
+    """
+
+    name: str
+    max_score: float
+    collect: str
+    score: Callable[[object], tuple[float, str]]
+    timeout: float = 60
+    function: str = ""
+    prompt: str = ""
+
+
+def _scaled(share: Callable[[object], tuple[float, str]], points: float):
+    """A score in points from one that gives a share of the marks (0 to 1)."""
+
+    def score(data: object) -> tuple[float, str]:
+        got, line = share(data)
+        return round(points * got, 2), line
+
+    score.__doc__ = share.__doc__
+    return score
+
+
+def _question(name, points, collect, share, function, prompt, timeout=60) -> Question:
+    return Question(name, points, collect, _scaled(share, points), timeout, function, prompt)
+
+
+_TREE = "__import__('ppbook.assign.expressions', fromlist=['to_tree']).to_tree"
+
+
+def _calls(function: str, cases) -> str:
+    """Source that calls ``function`` once per argument tuple of ``cases``, in a list."""
+    return f"[{function}(*case) for case in {[list(case) for case in cases]!r}]"
+
+
+ASSIGNMENTS: dict[str, list[Question]] = {
+    "01_interleaved_bubble": [
+        _question(
+            "1.1",
+            3,
+            f"{_TREE}(interleaved_bubble())",
+            score_bubble.score_bubble,
+            "interleaved_bubble",
+            "the idle time of one device under interleaved 1F1B",
+        ),
+        _question(
+            "1.2",
+            2,
+            f"{_TREE}(interleaved_bubble_fraction())",
+            score_bubble.score_fraction,
+            "interleaved_bubble_fraction",
+            "its bubble fraction f = idle / total",
+        ),
+        _question(
+            "1.3",
+            3,
+            f"{_TREE}(interleaved_makespan_with_transfer())",
+            score_bubble.score_transfer,
+            "interleaved_makespan_with_transfer",
+            "the makespan with a transfer time c on every message between ranks",
+        ),
+        _question(
+            "1.4",
+            2,
+            _calls("best_chunks", score_bubble.CHUNK_CASES),
+            score_bubble.score_chunks,
+            "best_chunks",
+            "the v past which more chunks no longer pay on a link",
+        ),
+    ],
+    "02_one_f_one_b": [
+        _question(
+            "2.1",
+            4,
+            _calls("one_f_one_b_rows", score_schedules.MANY_MICROBATCHES),
+            score_schedules.score_many_microbatches,
+            "one_f_one_b_rows",
+            "1F1B for m >= p: valid, and (m+p-1)(F+B)",
+        ),
+        _question(
+            "2.2",
+            3,
+            _calls("one_f_one_b_rows", score_schedules.FEW_MICROBATCHES),
+            score_schedules.score_few_microbatches,
+            "one_f_one_b_rows",
+            "1F1B for m < p: valid, and (m+p-1)(F+B)",
+        ),
+        _question(
+            "2.3",
+            3,
+            _calls(
+                "one_f_one_b_rows",
+                score_schedules.MANY_MICROBATCHES + score_schedules.FEW_MICROBATCHES,
+            ),
+            score_schedules.score_memory,
+            "one_f_one_b_rows",
+            "1F1B's memory: rank r holds at most min(p - r, m) micro-batches",
+        ),
+    ],
+    "03_send_receive": [
+        _question(
+            "3.1",
+            4,
+            "__import__('ppbook.assign.transport', fromlist=['_'])"
+            ".pipeline_gradients('my_transport')",
+            transport.score_loss,
+            "my_transport",
+            "the forward: the pipeline's loss equals one process's",
+            timeout=120,
+        ),
+        _question(
+            "3.2",
+            6,
+            "__import__('ppbook.assign.transport', fromlist=['_'])"
+            ".pipeline_gradients('my_transport')",
+            transport.score_gradients,
+            "my_transport",
+            "the backward: every gradient equals one process's",
+            timeout=120,
+        ),
+    ],
+    "04_design_a_schedule": [
+        _question(
+            "4.1",
+            10,
+            "my_schedule()",
+            score_schedules.score_design,
+            "my_schedule",
+            "the smallest makespan within the memory limit (ZB-H1's or less: full marks)",
+        ),
+    ],
+}
+"""Every assignment's questions, by its notebook's stem."""
+
+
+def questions_for(notebook_path: str | Path) -> list[Question]:
+    """The questions of the assignment whose notebook is ``notebook_path`` (by its stem)."""
+    stem = Path(notebook_path).stem
+    if stem not in ASSIGNMENTS:
+        raise ValueError(
+            f"no assignment is called {stem!r}; the assignments are {', '.join(ASSIGNMENTS)}"
+        )
+    return ASSIGNMENTS[stem]
