@@ -28,6 +28,8 @@ OPTIMIZERS = ("sgd", "adam")
 MATCHINGS = ("mailbox", "strict", "order")
 MODELS = ("mlp", "transformer")
 """The example models of :mod:`ppbook.runtime.models`, by name."""
+ENGINES = ("ppbook", "torch")
+"""Who runs the schedule: ppbook's runtime, or PyTorch's (:mod:`ppbook.runtime.torch_engine`)."""
 
 MAX_TIMEOUT = 7 * 24 * 3600.0
 """The longest wait a rank may be given, in seconds (a week); longer overflows torch's timers."""
@@ -87,6 +89,7 @@ class RunConfig:
     collect_grads: bool = False  # gather every parameter gradient on rank 0
     matching: str = "mailbox"  # see ppbook.runtime.comm
     transport: str | None = None  # a module's receive/deliver replace the runner's (execute.py)
+    engine: str = "ppbook"  # "torch": PyTorch's pipelining runtime runs the schedule
     fault: Fault | None = None
     verbose: bool = False
     label: str = field(default="", compare=False)  # free text to tell runs apart
@@ -114,6 +117,7 @@ def check(config: RunConfig) -> Schedule:
         ("device", config.device, DEVICES),
         ("matching", config.matching, MATCHINGS),
         ("optimizer", config.optimizer, OPTIMIZERS),
+        ("engine", config.engine, ENGINES),
     ):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {shown(value)}")
@@ -145,6 +149,8 @@ def check(config: RunConfig) -> Schedule:
         )
     if config.transport is not None:
         check_transport(config.transport)
+    if config.engine == "torch":
+        check_engine(config, schedule)
     if config.fault is not None and not 0 <= config.fault.rank < config.nproc:
         raise ValueError(f"fault on rank {config.fault.rank}, but ranks are 0..{config.nproc - 1}")
     return schedule
@@ -165,6 +171,24 @@ def check_transport(name: object) -> None:
         raise ValueError(
             f"cannot find the transport module {name!r}: write it to {name.replace('.', '/')}.py "
             "in the folder the run starts from, or in another folder on sys.path"
+        )
+
+
+def check_engine(config: RunConfig, schedule: Schedule) -> None:
+    """What PyTorch's engine (``engine="torch"``) cannot run: a micro-batch that skips a
+    stage or meets a part twice (DualPipe's two directions), and ppbook's own hooks."""
+    for name, value, default in (
+        ("fault", config.fault, None),
+        ("transport", config.transport, None),
+        ("matching", config.matching, "mailbox"),
+    ):
+        if value != default:
+            raise ValueError(f"{name} is a hook of ppbook's runtime: drop it, or use engine ppbook")
+    stages = tuple(range(schedule.num_stages))
+    if any(schedule.route(j) != stages for j in range(schedule.num_microbatches)):
+        raise ValueError(
+            f"PyTorch's engine runs every micro-batch through stages 0..{stages[-1]} in order; "
+            f"{schedule.name!r} routes micro-batches otherwise (two directions): use engine ppbook"
         )
 
 

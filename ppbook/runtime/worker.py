@@ -102,7 +102,12 @@ def serve(
     offsets, errors = clock_offsets(ctx)
     results = []
     for config, schedule in jobs:
-        record = run_job(ctx, config, schedule)
+        if config.engine == "torch":  # PyTorch's engine runs the schedule
+            from ppbook.runtime import torch_engine
+
+            record = torch_engine.run_job(ctx, config, schedule)
+        else:
+            record = run_job(ctx, config, schedule)
         gathered = [None] * world_size if rank == 0 else None
         dist.gather_object(record, gathered, dst=0)
         if rank == 0:
