@@ -1,7 +1,8 @@
 """Chapter 1's picture of the bubble against m (timelines are drawn by :mod:`ppbook.views.gantt`).
 
 The functions draw on a matplotlib ``Axes`` the caller owns and change no global
-setting. The bubble curves come from :mod:`ppbook.symbolic.numeric`; every label says
+setting; no text is smaller than :data:`~ppbook.views.figure.MIN_TEXT_PX` display
+pixels. The bubble curves come from :mod:`ppbook.symbolic.numeric`; every label says
 which convention it shows (REFERENCES.md): the bubble fraction f = (p-1)/(m+p-1)
 (GPipe, arXiv:1811.06965) or the bubble ratio r = (p-1)/m (Megatron-LM,
 arXiv:2104.04473; Ultra-Scale Playbook).
@@ -13,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
+from ppbook.views.figure import text_size
 
 #: Legend text of each convention, with its formula.
 CONVENTION_LABELS = {
@@ -57,7 +59,10 @@ def plot_bubble_vs_microbatches(
     ax.set_ylabel("bubble: f solid, r dashed")
     ax.set_ylim(0, 1)
     ax.set_xlim(1, max_microbatches)
-    ax.set_title(", ".join(CONVENTION_LABELS[c] for c in conventions), fontsize="medium")
-    ax.legend(fontsize="small", ncols=2)
+    ax.set_title(
+        ", ".join(CONVENTION_LABELS[c] for c in conventions),
+        fontsize=text_size(ax.figure, "medium"),
+    )
+    ax.legend(fontsize=text_size(ax.figure, "small"), ncols=2)
     ax.grid(alpha=0.3)
     return lines

@@ -2,10 +2,12 @@
 
 One lane per rank, one box per action, coloured by kind (``F``, ``B``, ``I``, ``W`` and an
 overlapped F&B pair) and shaded by micro-batch (dark early, light late; the colours are
-:mod:`ppbook.views.colors`), with the
-micro-batch number inside the box when it fits. Idle time is the grey lane showing
-through. An optional panel below plots the activations each rank holds over time
-(:meth:`~ppbook.timeline.Timeline.memory`) as a step plot.
+:mod:`ppbook.views.colors`), with the micro-batch number inside the box when it can be
+read (:mod:`ppbook.views.labels`: left out of a box too small for text
+:data:`~ppbook.views.figure.MIN_TEXT_PX` pixels high; on a light patch on a hatched box).
+Idle time is the grey lane showing through. An optional panel below plots the
+activations each rank holds over time (:meth:`~ppbook.timeline.Timeline.memory`) as a
+step plot.
 
 The title names both bubble conventions (REFERENCES.md): the bubble fraction
 f = idle/total (GPipe, arXiv:1811.06965) and the bubble ratio r = idle/compute
@@ -17,7 +19,10 @@ and a chunk pass takes ``cost * schedule.chunk_share``. The time axis names
 
 The boxes of one kind on one chunk are one :class:`~matplotlib.collections.PolyCollection`
 (label = the kind), so drawing stays fast for tens of thousands of actions. Times are
-drawn relative to :attr:`~ppbook.timeline.Timeline.origin`. The memory panel is
+drawn relative to :attr:`~ppbook.timeline.Timeline.origin`. On axes that share their time
+axis with others (two runs one above the other), the axis ends at the longest of their
+makespans, in whichever order they are drawn. A new figure is as wide as the notebook column
+(:mod:`ppbook.views.figure`). The memory panel is
 :func:`ppbook.views.memory.plot_memory`. This module never changes matplotlib's
 global settings; it imports pyplot only to make a new figure when no axes are given.
 """
@@ -33,12 +38,15 @@ from matplotlib.patches import Patch
 from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES, shade, shades
+from ppbook.views.figure import COLUMN_WIDTH, column_figure, min_font_size, text_size
+from ppbook.views.labels import BoxLabel
 from ppbook.views.memory import plot_memory
 from ppbook.views.text import plural
 
 LANE_HEIGHT = 0.8  # box height, in rank units
 MAX_HATCHED = 600  # hatch chunks by default up to this many boxes (hatching draws slowly)
 CHUNK_HATCHES = (None, "////", "\\\\\\\\", "xxxx")  # a rank's first, second, ... chunk
+LANES_GID = "ppbook-timeline-lanes"  # the idle lanes' id: where a drawn timeline ends
 
 
 def chunk_cost_note(schedule: Schedule) -> str:
@@ -127,9 +135,12 @@ def plot_timeline(
     ``memory_ax``) adds the activations-over-time panel below
     (:func:`~ppbook.views.memory.plot_memory`: micro-batch activations of a full stage, or
     bytes with ``in_bytes``). ``labels``: micro-batch numbers in the boxes (default
-    ``None``: where they fit). The boxes of a rank's second, third, ... chunk are hatched
-    when there are at most ``max_hatched`` of them (hatching is slow to draw; 0 turns it
-    off). The time axis says the timeline's :attr:`~ppbook.timeline.Timeline.time_unit`.
+    ``None``: where they can be read; ``True``: in every box, at least at the smallest
+    readable size; ``False``: none). On axes that share x with others the time axis
+    ends at the last end any of them needs: a shorter run never cuts off a longer one.
+    The boxes of a rank's second, third, ... chunk are hatched when there are at most
+    ``max_hatched`` of them (hatching is slow to draw; 0 turns it off). The time axis
+    says the timeline's :attr:`~ppbook.timeline.Timeline.time_unit`.
     """
     if ax is None:
         _, ax, memory_ax = _new_figure(timeline.num_ranks, memory or memory_ax is not None)
@@ -140,15 +151,18 @@ def plot_timeline(
     end = timeline.makespan if timeline.makespan > 0 else 1.0
     half = LANE_HEIGHT / 2
 
+    right = _shared_right(ax, end)
     lanes = np.array(
         [[(0.0, r - half), (0.0, r + half), (end, r + half), (end, r - half)] for r in range(p)]
     )
     ax.add_collection(
-        PolyCollection(lanes, facecolors=IDLE_COLOR, edgecolors="none", label="idle", zorder=1),
+        PolyCollection(
+            lanes, facecolors=IDLE_COLOR, edgecolors="none", label="idle", gid=LANES_GID, zorder=1
+        ),
         autolim=False,
     )
     groups = timeline_boxes(timeline)
-    px_per_unit = _axes_width_px(ax) / end
+    px_per_unit = _axes_width_px(ax) / right
     widths = np.sort(np.concatenate([np.subtract(g.ends, g.starts) for g in groups.values()]))
     narrow = not widths.size or widths[widths.size // 2] * px_per_unit < 4
     hatched = sum(len(g.starts) for (_, chunk), g in groups.items() if chunk)
@@ -178,9 +192,9 @@ def plot_timeline(
             boxes.set_hatch_linewidth(0.6)
         ax.add_collection(boxes, autolim=False)  # the limits are set below
     if labels is None or labels:
-        _label_boxes(ax, timeline, groups, px_per_unit, force=bool(labels))
+        _label_boxes(ax, timeline, groups, px_per_unit, hatch_chunks, force=bool(labels))
 
-    ax.set_xlim(0, end)
+    ax.set_xlim(0, right)
     ax.set_ylim(p - 1 + 0.6, -0.6)  # rank 0 on top
     ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
     ax.tick_params(axis="y", length=0)
@@ -196,16 +210,28 @@ def plot_timeline(
             loc="upper left",
             bbox_to_anchor=(1.005, 1.0),
             frameon=False,
-            fontsize="small",
+            fontsize=text_size(ax.figure, "small"),
             title="kind (lighter =\nlater micro-batch)",
-            title_fontsize="small",
+            title_fontsize=text_size(ax.figure, "small"),
         )
     if title:
-        ax.set_title(title if isinstance(title, str) else title_text(timeline), fontsize="medium")
+        text = title if isinstance(title, str) else title_text(timeline)
+        ax.set_title(text, fontsize=text_size(ax.figure, "medium"))
     if memory_ax is not None:
         plot_memory(timeline, memory_ax, in_bytes=in_bytes, legend=legend)
-        memory_ax.set_xlim(0, end)
+        memory_ax.set_xlim(0, right)
     return ax.figure
+
+
+def _shared_right(ax, end: float) -> float:
+    """The right end of ``ax``'s time axis: ``end``, or the end of a longer timeline whose
+    lanes are drawn on an axes that shares the time axis (found by :data:`LANES_GID`)."""
+    ends = [end]
+    for other in ax.get_shared_x_axes().get_siblings(ax):
+        for collection in other.collections:
+            if collection.get_gid() == LANES_GID:
+                ends += [path.vertices[:, 0].max() for path in collection.get_paths()]
+    return float(max(ends))
 
 
 def _legend_handles(groups, hatch_chunks: bool) -> list[Patch]:
@@ -226,29 +252,30 @@ def _legend_handles(groups, hatch_chunks: bool) -> list[Patch]:
     return handles
 
 
-def timeline_figure(timeline: Timeline, *, memory: bool = True, pyplot: bool = False, **kwargs):
-    """A new figure of ``timeline`` (with the memory panel unless ``memory=False``).
+def timeline_figure(
+    timeline: Timeline,
+    *,
+    memory: bool = True,
+    pyplot: bool = False,
+    width: float = COLUMN_WIDTH,
+    **kwargs,
+):
+    """A new figure of ``timeline`` (with the memory panel unless ``memory=False``),
+    ``width`` inches wide (default: the notebook column, :mod:`ppbook.views.figure`).
 
     The figure is not registered with pyplot unless ``pyplot=True``, so it can be saved
     (``fig.savefig``) or embedded in a widget without touching pyplot's state.
     ``kwargs`` go to :func:`plot_timeline`.
     """
-    fig, ax, memory_ax = _new_figure(timeline.num_ranks, memory, pyplot)
+    fig, ax, memory_ax = _new_figure(timeline.num_ranks, memory, pyplot, width)
     return plot_timeline(timeline, ax, memory_ax=memory_ax, **kwargs)
 
 
-def _new_figure(num_ranks: int, memory: bool, pyplot: bool = True):
+def _new_figure(num_ranks: int, memory: bool, pyplot: bool = True, width: float = COLUMN_WIDTH):
     lane_in = 0.36 if num_ranks <= 8 else 0.24  # inches per rank
     memory_in = 1.2 if num_ranks <= 4 else 1.6
-    size = (13, 1.2 + max(lane_in * num_ranks, 1.6) + (memory_in + 0.4 if memory else 0.0))
-    if pyplot:
-        import matplotlib.pyplot as plt
-
-        fig = plt.figure(figsize=size, layout="constrained")
-    else:
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=size, layout="constrained")
+    height = 1.2 + max(lane_in * num_ranks, 1.6) + (memory_in + 0.4 if memory else 0.0)
+    fig = column_figure(height, width=width, pyplot=pyplot)
     if not memory:
         return fig, fig.add_subplot(), None
     ax, memory_ax = fig.subplots(
@@ -262,38 +289,34 @@ def _axes_width_px(ax) -> float:
     return ax.get_position().width * fig.get_figwidth() * fig.dpi
 
 
-def _label_boxes(ax, timeline: Timeline, groups, px_per_unit: float, force: bool) -> None:
-    """Micro-batch numbers inside the boxes, in the largest font (<= 9 pt) that fits."""
+def _label_boxes(
+    ax, timeline: Timeline, groups, px_per_unit: float, hatch_chunks: bool, force: bool
+) -> None:
+    """Micro-batch numbers inside the boxes (:class:`~ppbook.views.labels.BoxLabel`: each
+    decides when drawn whether it fits). Boxes far too narrow for one digit at the plot's
+    present scale get no label at all, so a chart of thousands of actions stays fast."""
     fig = ax.figure
-    lane_px = ax.get_position().height * fig.get_figheight() * fig.dpi / (timeline.num_ranks + 0.2)
-    pt_per_px = 72 / fig.dpi
-    largest = min(9.0, 0.5 * lane_px * pt_per_px)
+    smallest = min_font_size(fig)
+    one_char_px = 0.5 * smallest * fig.dpi / 72  # half a digit: slack for a later layout
     m = timeline.schedule.num_microbatches
-    smallest = 5.5  # pt
-    one_char_px = 0.62 * smallest / pt_per_px
-    for (kind, _), g in groups.items():
+    for (kind, chunk), g in groups.items():
         for a, b, r, j, step in zip(
             g.starts, g.ends, g.ranks, g.microbatches, g.steps, strict=True
         ):
-            room_px = (b - a) * px_per_unit - 3
-            if room_px < one_char_px and not force:
+            if (b - a) * px_per_unit < one_char_px and not force:
                 continue
-            text = "|".join(str(part.microbatch) for part in step.parts)
-            fontsize = min(largest, room_px / (0.62 * len(text)) * pt_per_px)
-            if fontsize < smallest:
-                if not force:
-                    continue
-                fontsize = smallest
             red, green, blue = shade(kind, j, m)
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.6
-            ax.text(
-                (a + b) / 2,
+            label = BoxLabel(
+                a,
+                b,
                 r,
-                text,
-                ha="center",
-                va="center",
-                fontsize=fontsize,
+                "|".join(str(part.microbatch) for part in step.parts),
+                height=LANE_HEIGHT,
+                largest=max(9.0, smallest),
+                smallest=smallest,
+                force=force,
+                hatched=hatch_chunks and chunk > 0,
                 color="white" if dark else "black",
-                zorder=3,
-                clip_on=True,
             )
+            ax.add_artist(label)

@@ -8,13 +8,15 @@ a chunk of a schedule with v chunks per rank counts 1/v), or bytes.
 Ranks often hold the same amounts at the same times (DualPipe's rank r and rank p-1-r
 mirror each other), so each rank gets its own colour, dash pattern and width: rank 0
 is drawn widest and at the bottom, each later rank narrower and on top, so a line that
-coincides with another still shows around and between its dashes. Like
+coincides with another still shows around and between its dashes. Small text is never
+below :data:`~ppbook.views.figure.MIN_TEXT_PX` display pixels. Like
 :mod:`ppbook.views.gantt`, it never changes matplotlib's global settings.
 """
 
 from __future__ import annotations
 
 from ppbook.timeline import ACTIVATION_UNIT, Timeline
+from ppbook.views.figure import text_size
 
 DASHES = ("-", "--", ":", "-.")
 """Line styles of ranks 0, 1, 2, 3, then again: solid, dashed, dotted, dash-dotted."""
@@ -55,7 +57,7 @@ def plot_memory(timeline: Timeline, ax, *, in_bytes: bool = False, legend: bool 
             xs, ys, drawstyle="steps-post", label=f"rank {rank}", **rank_style(rank, p)
         )
         lines.append(line)
-    ax.set_ylabel(memory_label(in_bytes), fontsize="small")
+    ax.set_ylabel(memory_label(in_bytes), fontsize=text_size(ax.figure, "small"))
     ax.set_xlabel(f"time ({timeline.time_unit})")
     ax.set_ylim(bottom=0)
     for side in ("top", "right"):
@@ -68,7 +70,7 @@ def plot_memory(timeline: Timeline, ax, *, in_bytes: bool = False, legend: bool 
         loc="upper left",
         bbox_to_anchor=(1.005, 1.0),
         frameon=False,
-        fontsize="small",
+        fontsize=text_size(ax.figure, "small"),
         ncols=1 if p <= 4 else 2,
         handlelength=3.0,  # long enough to show each rank's dashes
     )
