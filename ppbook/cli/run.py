@@ -57,8 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``ppbook run``."""
     what = parser.add_argument_group("the pipeline")
     what.add_argument("--nproc", type=int, help="p, ranks to start (default 2; torchrun: all)")
-    what.add_argument("--schedule", default="1f1b", help="a schedule name, as for simulate")
-    what.add_argument("--microbatches", type=int, default=8, help="m, micro-batches per step")
+    what.add_argument("--schedule", help="a schedule name, as for simulate (default 1f1b)")
+    what.add_argument(
+        "--from-csv", metavar="PATH", help="run a schedule read from PyTorch's CSV form instead"
+    )
+    what.add_argument("--microbatches", type=int, help="m, micro-batches per step (default 8)")
     what.add_argument("--chunks", type=int, help="v, stage chunks per rank (interleaved)")
     what.add_argument("--steps", type=int, default=3, help="steps to run (the first warms up)")
     what.add_argument(
@@ -77,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--seed", type=int, default=0)
     where = parser.add_argument_group("processes")
     where.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    where.add_argument(
+        "--engine",
+        default="ppbook",
+        choices=("ppbook", "torch"),
+        help="who runs the schedule: ppbook's runtime or PyTorch's (torch.distributed.pipelining)",
+    )
     where.add_argument("--timeout", type=float, default=60.0, help="seconds a rank may wait")
     where.add_argument("--threads", type=int, help="torch threads per rank (default: cores/p)")
     where.add_argument(
@@ -102,10 +111,11 @@ def make_config(args: argparse.Namespace, nproc: int):
     """The :class:`~ppbook.runtime.config.RunConfig` the arguments ask for."""
     from ppbook.runtime.config import Fault, RunConfig
 
+    schedule, microbatches = read_schedule(args)
     return RunConfig(
-        schedule=args.schedule,
+        schedule=schedule,
         nproc=nproc,
-        num_microbatches=args.microbatches,
+        num_microbatches=microbatches,
         num_chunks=args.chunks,
         model=args.model,
         hidden=args.hidden,
@@ -122,8 +132,25 @@ def make_config(args: argparse.Namespace, nproc: int):
         num_threads=args.threads,
         collect_grads=args.check,
         matching=args.matching,
+        engine=args.engine,
         fault=Fault.parse(args.fault) if args.fault else None,
     )
+
+
+def read_schedule(args: argparse.Namespace):
+    """The schedule asked for (a name, or one read with ``--from-csv``) and its m."""
+    if args.from_csv is None:
+        return args.schedule or "1f1b", 8 if args.microbatches is None else args.microbatches
+    given = [f"--{flag}" for flag in ("schedule", "chunks") if getattr(args, flag) is not None]
+    if given:
+        raise ValueError(f"--from-csv reads the whole schedule; drop {', '.join(given)}")
+    from ppbook.pytorch_csv import read_csv
+
+    schedule = read_csv(args.from_csv)
+    m = schedule.num_microbatches
+    if args.microbatches not in (None, m):
+        raise ValueError(f"--microbatches {args.microbatches}, but {args.from_csv} has {m}")
+    return schedule, m
 
 
 def run(args: argparse.Namespace) -> int:
@@ -172,7 +199,7 @@ def _launch(args: argparse.Namespace) -> int:
     from ppbook.runtime.launch import PipelineError, launch
     from ppbook.runtime.preflight import available_cores, check_machine
 
-    config = make_config(args, args.nproc if args.nproc is not None else 2)
+    config = make_config(args, args.nproc if args.nproc is not None else _default_nproc(args))
     check_machine(config.nproc, model_bytes(config, check(config)))
     cores = available_cores()
     if config.nproc > cores:
@@ -187,6 +214,13 @@ def _launch(args: argparse.Namespace) -> int:
         print(f"ppbook run: {exc}", file=sys.stderr)
         return 1
     return report(result, args)
+
+
+def _default_nproc(args: argparse.Namespace) -> int:
+    """Two ranks, or as many as the CSV schedule has rows."""
+    if args.from_csv is None:
+        return 2
+    return read_schedule(args)[0].num_ranks
 
 
 def _run_one_rank(args: argparse.Namespace) -> int:

@@ -183,12 +183,16 @@ def check_engine(config: RunConfig, schedule: Schedule) -> None:
         ("matching", config.matching, "mailbox"),
     ):
         if value != default:
-            raise ValueError(f"{name} is a hook of ppbook's runtime: drop it, or use engine ppbook")
+            raise ValueError(
+                f"{name} is a hook of ppbook's runtime: drop it, or use engine 'ppbook' "
+                "(--engine ppbook)"
+            )
     stages = tuple(range(schedule.num_stages))
     if any(schedule.route(j) != stages for j in range(schedule.num_microbatches)):
         raise ValueError(
             f"PyTorch's engine runs every micro-batch through stages 0..{stages[-1]} in order; "
-            f"{schedule.name!r} routes micro-batches otherwise (two directions): use engine ppbook"
+            f"{schedule.name!r} routes micro-batches otherwise (two directions): use engine "
+            "'ppbook' (--engine ppbook)"
         )
 
 
