@@ -22,6 +22,7 @@ CHAPTERS = {
     "5": "05_dualpipe.ipynb",
     "6": "06_memory.ipynb",
     "7": "07_communication.ipynb",
+    "8": "08_sizing.ipynb",
 }
 
 

@@ -51,6 +51,7 @@ _CHAPTERS = {
     "5": "ppbook.exercises.ch5",
     "6": "ppbook.exercises.ch6",
     "7": "ppbook.exercises.ch7",
+    "8": "ppbook.exercises.ch8",
     "A1": "ppbook.exercises.assignments",
     "A2": "ppbook.exercises.assignments",
     "A3": "ppbook.exercises.assignments",
