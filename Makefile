@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ppbook-installed
+# JupyterLab's settings for this environment, not the user's home: no news prompt on first start.
+SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+START  := 00_start.ipynb
 TORCH  ?= torch==2.13.0
 HOST   ?= 127.0.0.1
 PORT   ?= 8888
@@ -12,7 +15,7 @@ ROOTOK := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: book test install lint clean
 
-install: $(STAMP)
+install: $(STAMP) $(SETTINGS)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ppbook needs Python 3.11 or newer, got " + sys.version.split()[0])'
@@ -20,17 +23,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, pinned to the wheel this machine carries; the project's own requirement is a range.
 	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# -qq: the build backend's notes on editable installs are not for the reader; errors still show.
+	$(BIN)/python -m pip install -qq -e ".[test]"
 	touch $(STAMP)
 
-book: $(STAMP)
-	@echo "Opening the book: JupyterLab on notebooks/ at http://$(HOST):$(PORT)/lab (token printed below)"
-	$(BIN)/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=notebooks $(ROOTOK)
+$(SETTINGS): jupyter/overrides.json $(STAMP)
+	mkdir -p $(dir $@)
+	cp jupyter/overrides.json $@
 
-test: $(STAMP)
+book: install
+	@echo "Opening the book: JupyterLab on notebooks/ at http://$(HOST):$(PORT)/lab, starting at $(START) (token printed below)"
+	$(BIN)/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --ServerApp.root_dir=notebooks \
+		--LabApp.default_url=/lab/tree/$(START) $(ROOTOK)
+
+test: install
 	$(BIN)/python -m pytest
 
-lint: $(STAMP)
+lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
