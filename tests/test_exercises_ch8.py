@@ -12,7 +12,7 @@ GB = 1e9 bytes.
 import pytest
 
 from ppbook.exercises import check, exercises, solution
-from ppbook.exercises.ch8 import shortest_split
+from ppbook.exercises.ch8_jobs import shortest_split
 
 GB = 1e9
 H, S, V70, TP, P = 8192, 4096, 32000, 4, 8

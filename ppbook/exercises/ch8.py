@@ -1,6 +1,7 @@
 """Exercises of chapter 8, sizing a real job (``notebooks/08_sizing.ipynb``).
 
-The right answers come from the package at check time: the sizing search
+The right answers come from the package at check time (the jobs and the searches are in
+:mod:`ppbook.exercises.ch8_jobs`): the sizing search
 (:func:`ppbook.sizing.size`, with the time model of :mod:`ppbook.sizing_costs`) for the
 splits, recomputation modes, micro-batch sizes and rejections, and the simulator with
 :func:`ppbook.flops.stage_costs` for a layer split. Every choice is checked by its effect:
@@ -14,46 +15,29 @@ arXiv:2104.04473, sec. 3; Korthikanti et al. 2022; ZeRO sec. 3).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from ppbook.checks import shown
 from ppbook.exercises import exercise, integer, right, wrong
-from ppbook.flops import part_flops, stage_costs
-from ppbook.memory import RECOMPUTE, ModelShape, Parallel
-from ppbook.schedules import one_f_one_b
-from ppbook.simulate import simulate
-from ppbook.sizing import size
-from ppbook.sizing_costs import A100_SXM_80GB, Hardware
-from ppbook.sizing_result import SizingResult
-
-GB = 1e9
-"""Bytes in a GB (10^9, as device sheets count)."""
-
-MODEL_70B = ModelShape(80, 8192, 64, 32000, 4096, tied_embeddings=False, position_embeddings=False)
-"""The chapter's 70B-class model (the sizing widget's card): 80 layers of width 8192, 64
-heads, an MLP of 4h, a vocabulary of 32,000, sequences of 4096, an untied output head and
-no learned positions; 65.0 billion parameters by ppbook's count."""
-
-GPT3 = ModelShape(96, 12288, 96, 51200, 2048)
-"""GPT-3 175B's shape (Brown et al. 2020, Table 2.1) with Megatron-LM's vocabulary."""
-
-WIDE_VOCAB = ModelShape(
-    32, 4096, 32, 256000, 4096, tied_embeddings=False, position_embeddings=False
+from ppbook.exercises.ch8_jobs import (
+    CHOICE_BATCH,
+    GB,
+    GPT3_JOB,
+    MODEL_70B,
+    SPLIT,
+    WIDE_VOCAB,
+    fastest_split,
+    shortest_split,
+    small_gpu_plan,
+    split_result,
+    split_step,
+    stage_work,
 )
-"""Exercise 8.3's model: 32 layers of 4096 with a vocabulary of 256,000 (a what-if)."""
+from ppbook.memory import RECOMPUTE
+from ppbook.sizing import size
+from ppbook.sizing_costs import Hardware
+from ppbook.sizing_result import SizingResult
 
 JOB = {"gpus": 64, "tp": 4, "pp": 8, "global_batch": 512, "microbatch_size": 4}
 """Exercise 8.1's job."""
-
-SPLIT = {"p": 4, "m": 8, "flops_per_second": 400e12}
-"""Exercise 8.3's pipeline: 1F1B, p = 4, m = 8, b = 1, selective recomputation, one
-device per stage sustaining 400 TFLOP/s (an assumption)."""
-
-SMALL_GPU = Hardware(64, gpu_memory_gb=64)
-"""Exercises 8.4 and 8.5's cluster: 64 H100-class GPUs (the defaults) of only 64 GB."""
-
-CHOICE_BATCH = 512
-"""The global batch of exercises 8.4 to 8.6 (samples of 4096 tokens)."""
 
 MICROBATCH_CHOICES = (1, 2, 4, 8, 16)
 """The micro-batch sizes exercise 8.5 offers."""
@@ -104,21 +88,6 @@ def _microbatches(answer):
 
 
 # ----- 8.2 -------------------------------------------------------------------------------
-
-GPT3_JOB = {"global_batch": 256, "hardware": Hardware(64, **A100_SXM_80GB)}
-"""Exercise 8.2's job: GPT-3 175B on 64 A100 80 GB (8 a node), global batch 256."""
-
-
-@lru_cache(maxsize=32)
-def split_result(tp: int, pp: int) -> SizingResult:
-    """Exercise 8.2: the fastest option of GPT-3's job with ``tp`` and ``pp`` fixed."""
-    return size(GPT3, GPT3_JOB["global_batch"], GPT3_JOB["hardware"], tp=tp, pp=pp, top=1)
-
-
-@lru_cache(maxsize=1)
-def fastest_split() -> SizingResult:
-    """Exercise 8.2: the fastest option of GPT-3's job over every split."""
-    return size(GPT3, GPT3_JOB["global_batch"], GPT3_JOB["hardware"], top=1)
 
 
 def _three_counts(answer) -> tuple[int, int, int] | None:
@@ -177,50 +146,6 @@ def _choose_split(answer):
 # ----- 8.3 -------------------------------------------------------------------------------
 
 
-def split_step(layers_per_part) -> float:
-    """Exercise 8.3: the simulated step (s) of 1F1B with ``layers_per_part`` of WIDE_VOCAB."""
-    schedule = one_f_one_b(SPLIT["p"], SPLIT["m"])
-    costs = stage_costs(
-        schedule,
-        WIDE_VOCAB,
-        Parallel(recompute="selective"),
-        SPLIT["flops_per_second"],
-        list(layers_per_part),
-    )
-    return simulate(schedule, costs).makespan
-
-
-def _stage_work(layers_per_part) -> list[float]:
-    """Each stage's F + B of one micro-batch, in seconds."""
-    flops = part_flops(WIDE_VOCAB, Parallel(recompute="selective"), list(layers_per_part))
-    return [(x["F"] + x["B"]) / SPLIT["flops_per_second"] for x in flops]
-
-
-def _splits(total: int, parts: int):
-    if parts == 1:
-        yield (total,)
-        return
-    for first in range(1, total - parts + 2):
-        for rest in _splits(total - first, parts - 1):
-            yield (first, *rest)
-
-
-@lru_cache(maxsize=1)
-def shortest_split() -> tuple[float, tuple[int, ...]]:
-    """Exercise 8.3: the shortest simulated step over every split with a layer per stage.
-
-    Splits are simulated in order of a lower bound, m times the slowest stage's F + B
-    (that stage runs all of them), until the bound passes the shortest step found."""
-    m = SPLIT["m"]
-    bounded = sorted((m * max(_stage_work(s)), s) for s in _splits(WIDE_VOCAB.layers, SPLIT["p"]))
-    best = (float("inf"), ())
-    for bound, split in bounded:
-        if bound >= best[0]:
-            break
-        best = min(best, (split_step(split), split))
-    return best
-
-
 @exercise(
     "8.3",
     "Construct a split of the 32 layers of a model with a 256,000-word vocabulary over "
@@ -245,7 +170,7 @@ def _construct_split(answer):
         )
     step = split_step(split)
     shortest, best = shortest_split()
-    work = _stage_work(split)
+    work = stage_work(split)
     slowest = max(range(len(work)), key=work.__getitem__)
     said = (
         f"{split} takes {step:.3f} s (simulated); its slowest stage, stage {slowest}, runs "
@@ -265,23 +190,6 @@ def _construct_split(answer):
 
 
 # ----- 8.4 and 8.5 -----------------------------------------------------------------------
-
-
-@lru_cache(maxsize=16)
-def small_gpu_plan(recompute: str, microbatch_size: int) -> SizingResult:
-    """Exercises 8.4 and 8.5: the 70B model on :data:`SMALL_GPU` with tp = 4, pp = 8
-    (dp = 2) under 1F1B, the given recomputation and micro-batch size."""
-    return size(
-        MODEL_70B,
-        CHOICE_BATCH,
-        SMALL_GPU,
-        tp=4,
-        pp=8,
-        microbatch_size=microbatch_size,
-        recompute=recompute,
-        schedules=("1f1b",),
-        top=1,
-    )
 
 
 def _needs(result: SizingResult) -> float:
