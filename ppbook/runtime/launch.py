@@ -20,6 +20,9 @@ and SIGHUP to the launching process stop every rank, remove the folder, and rais
 :class:`Interrupted` (a ``KeyboardInterrupt``) saying which signal came. The ranks ignore
 SIGINT (a terminal's Ctrl-C reaches them too): stopping them is the launcher's work. Only
 a launcher killed outright (SIGKILL) leaves its folder; its ranks then exit by themselves.
+
+With ``progress=True`` the launcher prints a line as the processes start and one as each
+run finishes (rank 0 marks it with a file in the folder), so a long cell shows it is alive.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pathlib import Path
 from ppbook.checks import clipped
 from ppbook.runtime.config import RunConfig, check, model_bytes, same_group
 from ppbook.runtime.preflight import check_machine, check_main_guard
+from ppbook.runtime.progress import POLL, Progress
 from ppbook.runtime.result import RunResult
 
 GRACE = 2.0
@@ -72,13 +76,21 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
-def launch(config: RunConfig) -> RunResult:
-    """Run ``config`` on ``config.nproc`` local processes; return the measured result."""
-    return launch_many([config])[0]
+def launch(config: RunConfig, *, progress: bool = False) -> RunResult:
+    """Run ``config`` on ``config.nproc`` local processes; return the measured result.
+
+    ``progress``: print a line when the processes start and one when the run finishes.
+    """
+    return launch_many([config], progress=progress)[0]
 
 
-def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
-    """Run several configs, one after another, in one set of processes (same ``nproc``)."""
+def launch_many(configs: Sequence[RunConfig], *, progress: bool = False) -> list[RunResult]:
+    """Run several configs, one after another, in one set of processes (same ``nproc``).
+
+    ``progress``: print a line when the processes start (``starting 2 processes for 5
+    runs``) and one as each run finishes (``run 1 of 5 finished: 1f1b``): no times, so a
+    notebook's output is the same on every machine.
+    """
     if not configs:
         raise ValueError("launch_many needs at least one RunConfig")
     check_main_guard()
@@ -91,6 +103,8 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
 
     signals = _Signals()
     with signals.caught(), tempfile.TemporaryDirectory(prefix="ppbook-run-") as folder:
+        names = [schedule.name for _, schedule in jobs]
+        report = Progress(Path(folder), names, nproc) if progress else None
         processes = [
             spawn.Process(
                 target=worker.main,
@@ -103,14 +117,18 @@ def launch_many(configs: Sequence[RunConfig]) -> list[RunResult]:
         ended: list[int] = []  # ranks in the order they were seen to end
         try:
             with signals.armed():  # a signal here stops the run at once
+                if report is not None:
+                    report.start()
                 for process in processes:
                     with _sigint_ignored():  # inherited: Ctrl-C is the launcher's to handle
                         process.start()
-                _wait(processes, ended)
+                _wait(processes, ended, report)
         finally:
             stopped = _stop(processes)  # ranks the launcher ended
         if any(p.exitcode != 0 for p in processes):
             raise _failure(processes, Path(folder), ended, stopped)
+        if report is not None:
+            report()  # runs that finished since the last look
         return pickle.loads((Path(folder) / "results.pkl").read_bytes())
 
 
@@ -181,9 +199,10 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def _wait(processes: list, ended: list[int]) -> None:
+def _wait(processes: list, ended: list[int], report: Progress | None = None) -> None:
     """Return when every process has ended, or soon after the first one fails; note in
-    ``ended`` the ranks in the order they ended."""
+    ``ended`` the ranks in the order they ended. With ``report``, call it every
+    :data:`~ppbook.runtime.progress.POLL` seconds meanwhile."""
 
     def note() -> list:
         for rank, process in enumerate(processes):
@@ -193,7 +212,9 @@ def _wait(processes: list, ended: list[int]) -> None:
 
     running = list(processes)
     while running:
-        wait([p.sentinel for p in running])
+        wait([p.sentinel for p in running], timeout=None if report is None else POLL)
+        if report is not None:
+            report()
         running = note()
         if any(p.exitcode not in (None, 0) for p in processes):
             deadline = time.monotonic() + GRACE

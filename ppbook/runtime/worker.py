@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -49,11 +50,18 @@ def main(rank: int, world_size: int, jobs: list[Job], folder: str) -> None:
     """Entry point of a launched rank: results (rank 0) or its error go to files in ``folder``.
 
     On an error the rank writes its traceback to ``error-<rank>.json`` and exits at once
-    with status 1, leaving the launcher to stop the other ranks and show the error.
+    with status 1, leaving the launcher to stop the other ranks and show the error. Rank 0
+    marks each finished run ``k`` with an empty file ``done-<k>``, for the launcher's progress.
     """
     _exit_with_parent()
     try:
-        results = serve(rank, world_size, jobs, rendezvous=Path(folder) / "rendezvous")
+        results = serve(
+            rank,
+            world_size,
+            jobs,
+            rendezvous=Path(folder) / "rendezvous",
+            on_done=lambda k: (Path(folder) / f"done-{k}").touch(),
+        )
         if rank == 0:
             partial = Path(folder) / "results.partial"
             partial.write_bytes(pickle.dumps(results))
@@ -85,9 +93,14 @@ def _exit_with_parent() -> None:
 
 
 def serve(
-    rank: int, world_size: int, jobs: list[Job], rendezvous: Path | None
+    rank: int,
+    world_size: int,
+    jobs: list[Job],
+    rendezvous: Path | None,
+    on_done: Callable[[int], None] | None = None,
 ) -> list[RunResult] | None:
-    """Run ``jobs`` as ``rank``; rank 0 returns one :class:`RunResult` per job."""
+    """Run ``jobs`` as ``rank``; rank 0 returns one :class:`RunResult` per job, and calls
+    ``on_done(k)`` when job ``k`` (from 0) has finished."""
     first = jobs[0][0]
     ctx = init_distributed(
         rank,
@@ -112,6 +125,8 @@ def serve(
         dist.gather_object(record, gathered, dst=0)
         if rank == 0:
             results.append(assemble(config, schedule, gathered, offsets, errors))
+            if on_done is not None:
+                on_done(len(results) - 1)
     ctx.close()
     return results if rank == 0 else None
 
