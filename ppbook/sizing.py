@@ -364,13 +364,19 @@ def _allreduce(option: Option, hardware: Hardware) -> float:
     return dp_allreduce_s(option.breakdown.parameter_count, option.config.dp, hardware)
 
 
+def _order(option: Option) -> tuple[float, float]:
+    """Faster first; step times equal to 9 significant digits (floating-point noise apart)
+    go by memory, the smaller first."""
+    return float(f"{option.step_time_s:.9g}"), option.memory_bytes
+
+
 def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
     """Simulate in order of the lower bound; with ``top``, stop when no other can enter."""
     pending.sort(key=lambda item: item[0])
     done: list[Option] = []
     for bound, option in pending:
         if top is not None and len(done) >= top:
-            done.sort(key=lambda o: o.step_time_s)
+            done.sort(key=_order)
             if bound > done[top - 1].step_time_s:
                 break
         c = option.config
@@ -386,6 +392,6 @@ def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
                 bubble_fraction=bubble,
             )
         )
-    done.sort(key=lambda o: (o.step_time_s, o.memory_bytes))
+    done.sort(key=_order)
     kept = done if top is None else done[:top]
     return kept, len(pending) - len(kept)

@@ -336,3 +336,20 @@ def test_rule_check_without_building_agrees_with_the_builder(name):
                 except ValueError as exc:
                     said = str(exc)
                 assert said == refused, (name, v, p, m)
+
+
+def test_without_learned_position_embeddings_the_model_has_s_h_fewer_parameters(capsys):
+    argv = ("--layers", "8", "--hidden", "256", "--heads", "8", "--vocab", "1000")
+    argv += ("--seq-len", "128", "--global-batch", "16", "--gpus", "4", "--top", "1")
+    _, learned = run_json(capsys, *argv)
+    _, rotary = run_json(capsys, *argv, "--no-position-embeddings")
+    assert learned["params"] - rotary["params"] == 128 * 256  # s x h, counted by hand
+
+
+def test_options_as_fast_as_each_other_rank_by_memory():
+    every = size(SMALL, 64, Hardware(8, gpus_per_node=4))
+    for a, b in zip(every.ranked, every.ranked[1:], strict=False):
+        if float(f"{a.step_time_s:.9g}") == float(f"{b.step_time_s:.9g}"):
+            assert a.memory_bytes <= b.memory_bytes
+        else:
+            assert a.step_time_s < b.step_time_s

@@ -65,6 +65,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     model.add_argument(
         "--untied", action="store_true", help="output head not tied to the input embeddings"
     )
+    model.add_argument(
+        "--no-position-embeddings",
+        action="store_true",
+        help="no learned position embeddings (rotary ones, as Llama's, have no parameters)",
+    )
     job = parser.add_argument_group("the job and the cluster")
     job.add_argument("--global-batch", type=int, required=True, help="samples per step B")
     job.add_argument("--gpus", type=int, required=True, help="number of GPUs N")
@@ -125,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         vocab=args.vocab,
         seq_len=args.seq_len,
         tied_embeddings=not args.untied,
+        position_embeddings=not args.no_position_embeddings,
     )
     hardware = Hardware(
         num_gpus=args.gpus,
