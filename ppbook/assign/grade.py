@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ppbook.assign.kernel import Kernel, Outcome, first_line
-from ppbook.assign.sandbox import Limits, become_subreaper, choose
+from ppbook.assign.processes import become_subreaper
+from ppbook.assign.sandbox import Limits, choose
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds for all the notebook's cells together (``--timeout``)."""

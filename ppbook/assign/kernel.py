@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppbook.assign.sandbox import Limits, Sandbox, command, kill_everything, start_ticks
+from ppbook.assign.processes import kill_everything, pid_namespaces_below, start_ticks
+from ppbook.assign.sandbox import Limits, Sandbox, command
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 MAX_OUTPUT_CHARS = 64 * 1024
-INTERRUPT_GRACE = 3.0
+INTERRUPT_GRACE = 2.0
 """Seconds a cell that ran out of time has to stop after an interrupt before the kernel is
 killed."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -74,6 +75,7 @@ class Kernel:
         self.process: subprocess.Popen | None = None
         self.client = None
         self._since = 0
+        self._namespaces: frozenset[str] = frozenset()
 
     def __enter__(self) -> Kernel:
         return self
@@ -123,6 +125,7 @@ class Kernel:
         self.client.load_connection_file()
         self.client.start_channels()
         self._wait_ready(time.monotonic() + timeout)
+        self._namespaces = pid_namespaces_below(self.process.pid)
 
     def _wait_ready(self, deadline: float) -> None:
         """Ask for kernel_info until its status comes back on IOPub: then both the shell and
@@ -201,7 +204,7 @@ class Kernel:
             self.client.context.destroy(linger=0)
             self.client = None
         if self.process is not None:
-            kill_everything(self.process.pid, self.sandbox, self._since)
+            kill_everything(self.process.pid, self.sandbox.uid, self._since, self._namespaces)
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -17,9 +17,10 @@ Four modes, the strongest this machine allows is chosen (:func:`choose`):
 Every mode adds resource limits (:class:`Limits`: CPU time, data memory, processes, file
 size, open files, no core files) and ``no_new_privs``, set by :func:`enter`, which runs as
 ``python -m ppbook.assign.sandbox enter ... -- COMMAND`` inside the walls and then
-``exec``-s COMMAND. :func:`kill_everything` ends the kernel's process group, every process of
-the sandbox uid and every orphan that was re-parented to the grader (a child subreaper).
-Linux only; standard library only.
+``exec``-s COMMAND. Without a sandbox uid inside namespaces, the kernel keeps no capability
+(its bounding set is emptied), so it cannot undo the read-only mounts. Running as root,
+the automatic choice never falls back to ``none``: ask for it by name. Ending every process
+of a run is :func:`ppbook.assign.processes.kill_everything`. Linux only; standard library.
 """
 
 from __future__ import annotations
@@ -30,20 +31,19 @@ import functools
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ppbook.assign.processes import processes_of, user_threads
 
 MODES = ("bwrap", "unshare", "user", "none")
 FIRST_UID = 61_000
 """Sandbox uids are searched from here: the first with no account and no process is used."""
 
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_CHILD_SUBREAPER = 36
 _PR_CAPBSET_DROP = 24
 
 
@@ -82,23 +82,9 @@ class Sandbox:
             "temporary copy",
             "user": "unprivileged user: writable only the temporary copy and world-writable "
             "folders",
-            "none": "no file isolation (not root, no namespaces): files around the submission "
-            "are not protected",
+            "none": "no file isolation: files around the submission are not protected",
         }[self.mode]
         return f"{walls}; {user}; own process group and resource limits"
-
-
-def _processes_of(uid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid == uid:
-                found.append(int(entry.name))
-        except OSError:  # the process ended while we looked
-            continue
-    return found
 
 
 def free_uid() -> int:
@@ -110,7 +96,7 @@ def free_uid() -> int:
         try:
             pwd.getpwuid(uid)
         except KeyError:
-            if not _processes_of(uid):
+            if not processes_of(uid):
                 return uid
         uid += 1
 
@@ -129,12 +115,12 @@ def command(sandbox: Sandbox, work: Path, limits: Limits, argv: list[str]) -> li
     enter += ["--cpu", str(limits.cpu_seconds), "--memory", str(limits.memory_bytes)]
     processes = limits.processes
     if sandbox.uid is None:  # RLIMIT_NPROC also counts what the user already runs
-        processes += _user_threads(os.geteuid())
+        processes += user_threads(os.geteuid())
     enter += ["--processes", str(processes), "--file-size", str(limits.file_bytes)]
     enter += ["--open-files", str(limits.open_files)]
     if sandbox.uid is not None:
         enter += ["--uid", str(sandbox.uid)]
-    elif os.geteuid() == 0 and sandbox.mode in ("bwrap", "unshare"):
+    elif sandbox.mode in ("bwrap", "unshare"):  # root, or root of a user namespace
         enter += ["--drop-capabilities"]
     prefix: list[str] = []
     if sandbox.mode == "bwrap":
@@ -167,7 +153,7 @@ def _works(mode: str, with_uid: bool) -> bool:
 
 @functools.cache
 def _available(force: str | None, root: bool) -> tuple[str, bool]:
-    candidates = [force] if force else list(MODES)
+    candidates = [force] if force else [m for m in MODES if not (root and m == "none")]
     for mode in candidates:
         if mode == "user" and not root:
             continue
@@ -176,7 +162,13 @@ def _available(force: str | None, root: bool) -> tuple[str, bool]:
                 continue
             if _works(mode, with_uid):
                 return mode, with_uid
-    raise ValueError(f"isolation {force!r} does not work on this machine; try another of {MODES}")
+    if force:
+        raise ValueError(f"isolation {force!r} does not work here; try another of {MODES}")
+    raise ValueError(
+        "no isolation works here for a grader running as root: install bubblewrap, allow "
+        "namespaces (unshare), or use a Python that other users can read; or choose "
+        "--isolation none knowing that the submission may then change any file"
+    )
 
 
 def choose(force: str | None = None) -> Sandbox:
@@ -186,76 +178,6 @@ def choose(force: str | None = None) -> Sandbox:
         raise ValueError(f"isolation must be one of {', '.join(MODES)}, got {force!r}")
     mode, with_uid = _available(force, os.geteuid() == 0)
     return Sandbox(mode, free_uid() if with_uid else None)
-
-
-def become_subreaper() -> None:
-    """Make orphans of the grader's descendants (a double-forked daemon) its children, so that
-    :func:`kill_everything` finds them."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _children_since(start_ticks: int) -> list[int]:
-    me = str(os.getpid())
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me and int(fields[19]) >= start_ticks:  # ppid, starttime
-            found.append(int(entry.name))
-    return found
-
-
-def start_ticks() -> int:
-    """Now, in the clock ticks since boot that ``/proc/PID/stat`` gives a process's start."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
-
-
-def kill_everything(group: int, sandbox: Sandbox, since_ticks: int, wait: float = 5.0) -> None:
-    """SIGKILL the process group ``group``, every process of the sandbox uid and every child
-    of the grader started since ``since_ticks``, until none is left (at most ``wait`` s)."""
-    deadline = time.monotonic() + wait
-    while True:
-        targets = _children_since(since_ticks)
-        if sandbox.uid is not None:
-            targets += _processes_of(sandbox.uid)
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for pid in targets:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-        _reap(since_ticks)
-        alive = [p for p in targets if Path(f"/proc/{p}").exists() and not _zombie(p)]
-        if not alive or time.monotonic() > deadline:
-            _reap(since_ticks)
-            return
-        time.sleep(0.05)
-
-
-def _reap(since_ticks: int) -> None:
-    """Collect the exit status of the grader's ended children started since ``since_ticks``
-    (orphans it adopted as a subreaper), so no zombie is left."""
-    for pid in _children_since(since_ticks):
-        if _zombie(pid):
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                continue
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _read_only_except(writable: str) -> None:
@@ -276,17 +198,6 @@ def _read_only_except(writable: str) -> None:
     for point in points:
         mount("-o", "remount,bind,ro", point)
     mount("-t", "tmpfs", "-o", "size=64m,mode=1777", "tmpfs", "/dev/shm")
-
-
-def _user_threads(uid: int) -> int:
-    total = 0
-    for pid in _processes_of(uid):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        total += int(status.split("Threads:")[1].split()[0])
-    return total
 
 
 def enter(argv: list[str] | None = None) -> None:
