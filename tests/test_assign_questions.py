@@ -20,6 +20,7 @@ from ppbook.assign.expressions import from_tree, to_tree
 from ppbook.assign.questions import ASSIGNMENTS, questions_for
 from ppbook.assign.score_bubble import CHUNK_CASES
 from ppbook.assign.score_schedules import FEW_MICROBATCHES, MANY_MICROBATCHES
+from ppbook.dependencies import needs, sends
 from ppbook.exercises import check, exercises, solution
 from ppbook.schedules import gpipe, one_f_one_b, zb_h1
 from ppbook.symbolic.symbols import c, m, p, t_b, t_f, v
@@ -235,6 +236,9 @@ def test_assignment_3_an_unfinished_transport_reads_as_work_to_do(tmp_path, monk
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(NotImplementedError, match="^write receive: what part needs"):
         transport.pipeline_gradients("stub_transport")
+    monkeypatch.setattr(transport, "_launched", lambda name: pytest.fail("launched again"))
+    with pytest.raises(NotImplementedError, match="^write receive"):  # the same file: kept
+        transport.pipeline_gradients("stub_transport")
 
 
 def test_self_checks_are_the_grader_s_scores_under_the_exercise_api():
@@ -247,9 +251,33 @@ def test_self_checks_are_the_grader_s_scores_under_the_exercise_api():
 
     unfinished = check("A4.1", stub)
     assert not unfinished and unfinished.message == (
-        "my_schedule is still to do: write my_schedule: per rank, its actions in order"
+        "still to do: write my_schedule: per rank, its actions in order"
     )
     broken = check("A2.1", lambda p, m: 1 / 0)
     assert "one_f_one_b_rows gave an error: ZeroDivisionError: division by zero" in broken.message
     assert "no worked answer" in repr(solution("A1.1"))
     assert "the grader imports the module 'my_transport'" in check("A3.1", "other").message
+
+
+def receive(runner, part):
+    """A stand-in for the reader's receive, for write_transport."""
+    return needs(runner.schedule, *part)
+
+
+def deliver(runner, part, result):
+    """A stand-in for the reader's deliver."""
+    return sends(runner.schedule, *part)
+
+
+def test_write_transport_writes_the_two_functions_where_the_ranks_import_them(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    path = transport.write_transport(receive, deliver)
+    assert path == tmp_path / "my_transport.py"
+    namespace = {}
+    exec(path.read_text(), namespace)  # the module as the ranks import it
+    assert namespace["receive"].__doc__ == receive.__doc__
+    assert namespace["needs"] is needs and namespace["sends"] is sends
+    with pytest.raises(ValueError, match="needs your function receive, got"):
+        transport.write_transport(deliver, deliver)

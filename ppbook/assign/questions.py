@@ -132,9 +132,9 @@ ASSIGNMENTS: dict[str, list[Question]] = {
             "3.1",
             4,
             "__import__('ppbook.assign.transport', fromlist=['_'])"
-            ".pipeline_gradients('my_transport')",
+            f".pipeline_gradients({transport.TRANSPORT!r})",
             transport.score_loss,
-            "my_transport",
+            transport.TRANSPORT,
             "the forward: the pipeline's loss equals one process's",
             timeout=120,
         ),
@@ -142,9 +142,9 @@ ASSIGNMENTS: dict[str, list[Question]] = {
             "3.2",
             6,
             "__import__('ppbook.assign.transport', fromlist=['_'])"
-            ".pipeline_gradients('my_transport')",
+            f".pipeline_gradients({transport.TRANSPORT!r})",
             transport.score_gradients,
-            "my_transport",
+            transport.TRANSPORT,
             "the backward: every gradient equals one process's",
             timeout=120,
         ),

@@ -1,10 +1,11 @@
 """Assignment 3: the reader's send and receive step, run on two processes and scored by
 gradient equality with one process (``notebooks/assignments/03_send_receive.ipynb``).
 
-The reader writes ``receive(runner, part)`` and ``deliver(runner, part, result)`` into a
-module file next to the notebook; ``RunConfig(transport=...)`` has every rank's
-:class:`~ppbook.runtime.execute.StepRunner` use them (processes cannot start a function
-defined in a notebook, but they can import a file). :func:`pipeline_gradients` runs in the
+The reader writes ``receive(runner, part)`` and ``deliver(runner, part, result)`` in the
+notebook, and :func:`write_transport` writes them to a module file next to it;
+``RunConfig(transport=...)`` has every rank's :class:`~ppbook.runtime.execute.StepRunner`
+use them (processes cannot start a function defined in a notebook, but they can import a
+file). :func:`pipeline_gradients` runs in the
 submission's kernel: it launches :data:`RUNS` with that module and returns the losses and
 gradients as plain data. The scores run in the grader's process: they compute the
 single-process answer themselves (:func:`ppbook.runtime.reference.reference_step`) and
@@ -18,7 +19,11 @@ torch is imported only when a function here runs.
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import textwrap
+from collections.abc import Callable
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 
 from ppbook.runtime.config import RunConfig, check_transport
@@ -43,7 +48,33 @@ RTOL, ATOL = 1e-9, 1e-11
 """How close to one process a float64 gradient must come."""
 
 
-_DONE: dict[tuple[str, bytes], dict] = {}  # (module, its source) -> what its runs gave
+TRANSPORT = "my_transport"
+"""The module the grader's runs import: ``my_transport.py`` next to the notebook."""
+
+HEADER = (
+    '"""Assignment 3\'s send and receive step, written by its notebook (write_transport)."""'
+    "\n\nfrom ppbook.dependencies import needs, sends\n"
+)
+
+
+def write_transport(receive: Callable, deliver: Callable, name: str = TRANSPORT) -> Path:
+    """Write the source of ``receive`` and ``deliver`` (functions defined in a notebook) to
+    ``name``.py in the working directory, the notebook's folder, where the ranks import it.
+
+    The module starts with ``from ppbook.dependencies import needs, sends``; anything else
+    the functions use they import in their own bodies.
+    """
+    for function, wanted in ((receive, "receive"), (deliver, "deliver")):
+        if getattr(function, "__name__", None) != wanted:
+            raise ValueError(f"write_transport needs your function {wanted}, got {function!r:.60}")
+    sources = [textwrap.dedent(inspect.getsource(f)) for f in (receive, deliver)]
+    path = Path(f"{name}.py")
+    path.write_text(HEADER + "".join(f"\n\n{source.rstrip()}\n" for source in sources))
+    importlib.invalidate_caches()  # a file just written is found at once
+    return path.resolve()
+
+
+_DONE: dict[tuple[str, bytes], dict | Exception] = {}  # (module, source) -> data or error
 
 
 def pipeline_gradients(transport: str) -> dict:
@@ -52,12 +83,17 @@ def pipeline_gradients(transport: str) -> dict:
     one, so that an unfinished stub reads as work still to do.
 
     The runs of one version of the module's file are launched once: both questions (and
-    both self-checks) collect the same data.
+    both self-checks) collect the same data, or the same error.
     """
     check_transport(transport)
     key = (transport, Path(importlib.util.find_spec(transport).origin).read_bytes())
     if key not in _DONE:
-        _DONE[key] = _launched(transport)
+        try:
+            _DONE[key] = _launched(transport)
+        except (NotImplementedError, RuntimeError) as error:  # a failed run fails again
+            _DONE[key] = error
+    if isinstance(_DONE[key], BaseException):
+        raise _DONE[key]
     return _DONE[key]
 
 
@@ -88,16 +124,22 @@ def _run_data(data: object, name: str) -> dict:
     return data[name]
 
 
-def score_loss(data: object) -> tuple[float, str]:
-    """3.1: the forward: every run's loss equals the single-process loss."""
+@cache
+def _reference(name: str):
+    """The loss and gradients of run ``name`` in one process (computed once)."""
     from ppbook.runtime.reference import reference_step
 
-    for name, config in RUNS.items():
+    return reference_step(RUNS[name])
+
+
+def score_loss(data: object) -> tuple[float, str]:
+    """3.1: the forward: every run's loss equals the single-process loss."""
+    for name in RUNS:
         try:
             loss = _run_data(data, name).get("loss")
         except ValueError as error:
             return 0.0, str(error)
-        want, _ = reference_step(config)
+        want, _ = _reference(name)
         if type(loss) is not float or abs(loss - want) > RTOL * abs(want) + ATOL:
             return 0.0, (
                 f"{name}: the pipeline's loss is {loss!r:.30}, one process gives {want:.12g}: "
@@ -110,16 +152,14 @@ def score_gradients(data: object) -> tuple[float, str]:
     """3.2: the backward: every parameter's gradient equals the single-process one."""
     import torch
 
-    from ppbook.runtime.reference import reference_step
-
-    for name, config in RUNS.items():
+    for name in RUNS:
         try:
             grads = _run_data(data, name).get("grads")
         except ValueError as error:
             return 0.0, str(error)
         if not isinstance(grads, dict):
             return 0.0, f"{name}: no gradients came back"
-        _, want = reference_step(config)
+        _, want = _reference(name)
         for key, expected in want.items():
             if key not in grads:
                 return 0.0, f"{name}: the parameter {key} got no gradient"

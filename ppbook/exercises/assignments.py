@@ -46,15 +46,16 @@ def _checker(question: Question):
     def check(answer):
         try:
             data = _data(question, answer)
-        except NotImplementedError as stub:
-            return wrong(f"{question.function} is still to do: {stub}")
+        except NotImplementedError as stub:  # the builder's stubs say "write f: what"
+            todo = str(stub) if str(stub).startswith("write ") else f"{question.function}: {stub}"
+            return wrong(f"still to do: {todo}")
         except (TypeError, ValueError, ArithmeticError, LookupError, RuntimeError) as error:
             text = clipped((str(error).splitlines() or [""])[0], 300)
             return wrong(f"{question.function} gave an error: {type(error).__name__}: {text}")
         points, line = question.score(data)
         marks = f"({points:g} of {question.max_score:g} points)"
         if points >= question.max_score:
-            return right(f"{line} {marks}")
+            return right(f"{line.removeprefix('right: ')} {marks}")
         return wrong(f"{line} {marks}")
 
     return check
