@@ -169,3 +169,11 @@ def test_from_csv_conflicts_are_one_line_errors(tmp_path, capsys, extra, message
     write_csv(build("gpipe", 2, 4), path)
     assert run_cli.main(["--from-csv", str(path), *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_torch_without_pytorchs_runtime_is_refused_before_any_process(monkeypatch):
+    from torch.distributed.pipelining import schedules
+
+    monkeypatch.delattr(schedules._PipelineScheduleRuntime, "_prepare_schedule_with_comms")
+    with pytest.raises(ValueError, match=r"lacks the pipeline runtime .* tested on torch 2\.13"):
+        check(tiny("1f1b", "torch"))

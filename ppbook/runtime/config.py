@@ -187,6 +187,15 @@ def check_engine(config: RunConfig, schedule: Schedule) -> None:
                 f"{name} is a hook of ppbook's runtime: drop it, or use engine 'ppbook' "
                 "(--engine ppbook)"
             )
+    import torch
+    from torch.distributed.pipelining import schedules
+
+    runtime = getattr(schedules, "_PipelineScheduleRuntime", None)
+    if not hasattr(runtime, "_prepare_schedule_with_comms"):
+        raise ValueError(
+            f"torch {torch.__version__} lacks the pipeline runtime PyTorch's engine drives "
+            "(_PipelineScheduleRuntime); engine 'torch' is tested on torch 2.13"
+        )
     stages = tuple(range(schedule.num_stages))
     if any(schedule.route(j) != stages for j in range(schedule.num_microbatches)):
         raise ValueError(

@@ -3,8 +3,8 @@
 What each rank does, in place of :func:`ppbook.runtime.worker.run_job`:
 
 1. cut the model into the same parts as ppbook's runtime does and wrap each part this
-   rank holds in a ``torch.distributed.pipelining.PipelineStage`` (its input and output
-   shapes given, so PyTorch infers nothing by sending);
+   rank holds in a ``torch.distributed.pipelining.PipelineStage``, with its input and
+   output shapes given (PyTorch then runs no trial forward to infer them);
 2. hand the schedule's order, in PyTorch's notation, to PyTorch's
    ``_PipelineScheduleRuntime``: the same lowering ``_load_csv`` does, which validates the
    order, infers which rank holds which stage, and adds the sends and receives;
