@@ -1,6 +1,7 @@
 """``ppbook assign build``: student copies with nbgrader's solution regions replaced by stubs
 that name the function still to do, outputs cleared, the same bytes every build."""
 
+import ast
 import json
 import shutil
 from pathlib import Path
@@ -49,15 +50,15 @@ def test_a_region_in_a_nested_function_names_the_innermost_one():
     assert '        raise NotImplementedError("write inner")' in student_code(source)
 
 
-def test_a_long_stub_is_split_as_ruff_formats_it():
-    doc = "Return " + "a very long description " * 4
+def test_a_long_stub_is_split_into_adjacent_literals_within_the_line_length():
+    doc = "Return " + "a very long description " * 8
     source = f'def g():\n    """{doc}"""\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION'
     lines = student_code(source).splitlines()
-    assert lines[2:] == [
-        "    raise NotImplementedError(",
-        f'        "write g: {doc.strip()}"',
-        "    )",
-    ]
+    assert lines[2] == "    raise NotImplementedError("
+    assert lines[-1] == "    )"
+    literals = lines[3:-1]
+    assert len(literals) == 3 and all(len(line) <= 100 for line in lines)
+    assert "".join(ast.literal_eval(line.strip()) for line in literals) == f"write g: {doc.strip()}"
 
 
 def test_a_markdown_region_becomes_your_answer_here():

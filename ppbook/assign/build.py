@@ -68,13 +68,29 @@ def stub_message(function: ast.FunctionDef) -> str:
     return f"write {function.name}: {what}" if what else f"write {function.name}"
 
 
+def _literals(message: str, width: int) -> list[str]:
+    """``message`` as string literals (implicitly concatenated) of at most ``width``
+    characters each where its words allow, split after spaces."""
+    pieces, current = [], ""
+    for word in message.split(" "):
+        candidate = f"{current} {word}" if current else word
+        if current and len(json.dumps(candidate + " ", ensure_ascii=False)) > width:
+            pieces.append(current + " ")
+            current = word
+        else:
+            current = candidate
+    return [json.dumps(piece, ensure_ascii=False) for piece in [*pieces, current]]
+
+
 def _stub_lines(indent: str, message: str) -> list[str]:
-    """``raise NotImplementedError(message)``, split over three lines as ruff formats it
-    when one line would pass :data:`LINE_LENGTH`."""
-    line = f"{indent}raise NotImplementedError({message})"
+    """``raise NotImplementedError(message)``, split as ruff formats it when one line would
+    pass :data:`LINE_LENGTH`: the message on lines of its own, as adjacent string literals."""
+    line = f"{indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
     if len(line) <= LINE_LENGTH:
         return [line]
-    return [f"{indent}raise NotImplementedError(", f"{indent}    {message}", f"{indent})"]
+    inner = indent + "    "
+    literals = _literals(message, LINE_LENGTH - len(inner))
+    return [f"{indent}raise NotImplementedError(", *(inner + x for x in literals), f"{indent})"]
 
 
 def student_code(source: str, where: str = "cell") -> str:
@@ -97,7 +113,7 @@ def student_code(source: str, where: str = "cell") -> str:
             )
         indent = _BEGIN.match(lines[begin]).group(1)
         out += lines[start:begin]
-        out += _stub_lines(indent, json.dumps(stub_message(function)))
+        out += _stub_lines(indent, stub_message(function))
         start = end + 1
     out += lines[start:]
     result = "\n".join(out)
