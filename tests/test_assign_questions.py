@@ -251,7 +251,7 @@ def test_self_checks_are_the_grader_s_scores_under_the_exercise_api():
 
     unfinished = check("A4.1", stub)
     assert not unfinished and unfinished.message == (
-        "still to do: write my_schedule: per rank, its actions in order"
+        "my_schedule is still to do: per rank, its actions in order"
     )
     broken = check("A2.1", lambda p, m: 1 / 0)
     assert "one_f_one_b_rows gave an error: ZeroDivisionError: division by zero" in broken.message

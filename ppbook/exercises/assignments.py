@@ -47,8 +47,10 @@ def _checker(question: Question):
         try:
             data = _data(question, answer)
         except NotImplementedError as stub:  # the builder's stubs say "write f: what"
-            todo = str(stub) if str(stub).startswith("write ") else f"{question.function}: {stub}"
-            return wrong(f"still to do: {todo}")
+            name, what = question.function, str(stub)
+            if what.startswith("write "):
+                name, _, what = what.removeprefix("write ").partition(": ")
+            return wrong(f"{name} is still to do" + (f": {what}" if what else ""))
         except (TypeError, ValueError, ArithmeticError, LookupError, RuntimeError) as error:
             text = clipped((str(error).splitlines() or [""])[0], 300)
             return wrong(f"{question.function} gave an error: {type(error).__name__}: {text}")
