@@ -2,6 +2,7 @@
 
 import matplotlib.pyplot as plt
 import pytest
+from widget_layout import check_controls, check_picture
 
 from ppbook.symbolic.numeric import bubble_fraction, bubble_ratio
 from ppbook.views.bubble import (
@@ -78,3 +79,60 @@ def test_ratio_above_one_stays_in_view():
     assert explorer.axes.get_ylim()[1] >= r  # the dashed curve's dot is visible
     explorer.microbatches_slider.value = 32
     assert explorer.axes.get_ylim() == (0, 1)
+
+
+def test_layout_wraps_controls_and_shows_a_sharp_picture():
+    explorer = bubble_explorer()
+    controls = explorer.children[0]
+    assert len(controls.children) == 4  # p, m, v and the target
+    check_controls(controls)
+    check_picture(explorer.image)
+
+
+def test_chunks_make_m_step_by_p_and_use_the_interleaved_formulas():
+    explorer = bubble_explorer(num_stages=8, num_microbatches=30)
+    slider = explorer.microbatches_slider
+    explorer.chunks_slider.value = 2
+    assert (slider.min, slider.step, slider.value) == (8, 8, 32)  # 30 up to a multiple of 8
+    assert slider.max == 128
+    text = explorer.readout.value
+    assert "m must be a multiple of p = 8" in text and "steps by 8" in text
+    assert "7/71 = <b>0.0986</b>" in text  # f = (p-1)/(vm+p-1) = 7/(64+7)
+    assert "7/64 = <b>0.1094</b>" in text  # r = (p-1)/(vm)
+    assert list(explorer.curves["fraction"].get_xdata()) == list(range(8, 129, 8))
+    explorer.stages_slider.value = 5
+    assert (slider.min, slider.step, slider.max, slider.value) == (5, 5, 125, 35)
+    explorer.chunks_slider.value = 1
+    assert (slider.min, slider.step, slider.value) == (1, 1, 35)
+    assert "multiple" not in explorer.readout.value
+
+
+def test_target_gives_the_smallest_m_that_meets_it():
+    explorer = bubble_explorer(num_stages=8, num_microbatches=32, target=0.1)
+    # f = 7/(m+7) <= 1/10 first at m + 7 = 70.
+    assert "the smallest m with f &lt;= b is <b>m = 63</b>" in explorer.readout.value
+    assert "m = 32 does not meet it yet" in explorer.readout.value
+    assert list(explorer.needed_line.get_xdata()) == [63, 63]
+    assert list(explorer.target_line.get_ydata()) == [0.1, 0.1]
+    explorer.target_slider.value = 0.2  # 7/(m+7) <= 1/5 at m = 28
+    assert "<b>m = 28</b>" in explorer.readout.value and "m = 32 meets it" in explorer.readout.value
+    explorer.chunks_slider.value = 2  # 7/(2m+7) <= 1/5 at m = 14, a multiple of 8: 16
+    assert "<b>m = 16</b>" in explorer.readout.value
+
+
+def test_timeline_ramps_shrink_as_m_grows():
+    explorer = bubble_explorer(num_stages=4, num_microbatches=2)
+    ramps = []
+    for m in (2, 8, 32):
+        explorer.microbatches_slider.value = m
+        makespan = (m + 4 - 1) * 3  # GPipe at t_f = 1, t_b = 2
+        assert explorer.timeline.makespan == makespan
+        assert explorer.timeline.bubble_fraction == pytest.approx(3 / (m + 3))
+        # per rank: idle lane, forward bars, backward bars; the last rank's first forward
+        # starts after the ramp of (p-1) t_f
+        forwards = explorer.timeline_axes.collections[3 * 3 + 1]
+        start = min(path.vertices[:, 0].min() for path in forwards.get_paths())
+        assert start == pytest.approx(3 / makespan)
+        ramps.append(start)
+    assert ramps[0] > ramps[1] > ramps[2]
+    assert "idle grey = 8.6% of the step" in explorer.timeline_axes.get_title()  # 3/35

@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")  # tests only: the package never picks a backend
 
 import pytest  # noqa: E402
+from widget_layout import check_controls, check_picture  # noqa: E402
 
 from ppbook.sizing import size  # noqa: E402
 from ppbook.sizing_costs import A100_SXM_80GB, Hardware  # noqa: E402
@@ -65,9 +66,11 @@ def test_nothing_fits_says_the_closest_and_why(calculator):
     assert calculator.result.best is None and calculator.timeline is None
     html = calculator.readout.value
     assert "no configuration fits; closest: tp = " in html and "GB &gt; 80 GB" in html
-    assert calculator.image.layout.display == "none"
+    layout = calculator.image.layout
+    assert layout.visibility == "hidden" and layout.display is None  # hidden, space kept
     calculator.update(model=MODEL, gpus=8, global_batch=64)  # and it recovers
-    assert calculator.result.best is not None and calculator.image.layout.display is None
+    assert calculator.result.best is not None
+    check_picture(calculator.image)
 
 
 def test_moving_a_control_searches_again(calculator):
@@ -85,3 +88,10 @@ def test_a_value_a_control_cannot_take_is_refused(calculator):
         calculator.update(utilisation=0.9)
     with pytest.raises(ValueError, match="unknown control"):
         calculator.update(speed=2)
+
+
+def test_layout_wraps_controls_and_shows_a_sharp_picture(calculator):
+    controls = calculator.children[0]
+    assert len(controls.children) == len(calculator.controls)
+    check_controls(controls)
+    check_picture(calculator.image)

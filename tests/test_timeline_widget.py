@@ -4,12 +4,22 @@ import matplotlib
 
 matplotlib.use("Agg")  # tests only: the package never picks a backend
 
+import re  # noqa: E402
+from itertools import product  # noqa: E402
+
 import pytest  # noqa: E402
+from widget_layout import check_controls, check_picture  # noqa: E402
 
 from ppbook.costs import Costs  # noqa: E402
-from ppbook.schedules import SCHEDULES, one_f_one_b  # noqa: E402
+from ppbook.schedules import SCHEDULES, build, one_f_one_b, zb_h1  # noqa: E402
 from ppbook.simulate import simulate  # noqa: E402
 from ppbook.views.colors import KIND_COLORS  # noqa: E402
+from ppbook.widgets.compare import (  # noqa: E402
+    CLOSED_FORMS,
+    closed_form_html,
+    microbatch_steps,
+    stage_steps,
+)
 from ppbook.widgets.timeline import ScheduleExplorer, schedule_explorer  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -80,13 +90,140 @@ def test_readout_and_axes_state_the_units_and_the_cost_convention(explorer):
     assert "a chunk pass takes the full cost" in explorer.readout.value
 
 
-def test_rejected_combination_shows_the_rule_instead_of_crashing(explorer):
-    assert explorer.update(schedule="interleaved-1f1b", num_stages=4, num_microbatches=6) is None
-    assert "multiple of num_stages" in explorer.error
-    assert "multiple of num_stages" in explorer.readout.value
-    assert explorer.image.layout.display == "none"
-    assert explorer.update(num_microbatches=8) is not None  # and it recovers
-    assert explorer.error is None and explorer.image.layout.display is None
+def test_rejected_setting_keeps_the_pictures_space_and_names_a_reachable_value(explorer):
+    explorer.update(schedule="zb-h1", num_stages=4, num_microbatches=8, F=1.0, B=2.0, W=1.0)
+    before = bytes(explorer.image.value)
+    assert explorer.update(W=2.5) is None  # W is the part of B: I = B - W < 0
+    assert "negative" in explorer.error and "negative" in explorer.readout.value
+    assert "move W to at most B = 2" in explorer.readout.value  # the W slider reaches 2
+    assert "--" not in explorer.readout.value  # no command-line flags
+    layout = explorer.image.layout
+    assert layout.visibility == "hidden" and layout.display is None  # hidden, space kept
+    assert layout.width == "750px" and bytes(explorer.image.value) == before
+    assert explorer.update(W=1.0) is not None  # and it recovers
+    assert explorer.error is None
+    check_picture(explorer.image)
+
+
+def test_interleaving_makes_the_m_slider_step_by_p(explorer):
+    slider = explorer.controls["num_microbatches"]
+    explorer.update(schedule="1f1b", num_stages=4, num_microbatches=6)
+    assert (slider.min, slider.step, slider.max) == (1, 1, 64)
+    explorer.update(schedule="interleaved-1f1b")
+    assert (slider.min, slider.step, slider.max, slider.value) == (4, 4, 64, 8)  # 6 up to 8
+    assert explorer.error is None
+    assert (
+        "interleaved-1f1b takes m a multiple of p = 4: the m slider steps through 4, 8, "
+        "..., 64" in explorer.readout.value
+    )
+    explorer.controls["num_stages"].value = 5  # a slider move, as in a browser
+    assert (slider.min, slider.step, slider.max, slider.value) == (5, 5, 60, 10)
+    assert explorer.timeline.schedule.num_microbatches == 10
+    with pytest.raises(ValueError, match="must be in 5..60 in steps of 5 for interleaved-1f1b"):
+        explorer.update(num_microbatches=12)
+    explorer.update(schedule="dualpipe")  # p even, m even and m >= 2p
+    p_slider = explorer.controls["num_stages"]
+    assert (p_slider.min, p_slider.step, p_slider.value) == (2, 2, 6)
+    assert (slider.min, slider.step, slider.value) == (12, 2, 12)
+    explorer.update(schedule="gpipe")
+    assert (p_slider.min, p_slider.step, slider.min, slider.step) == (1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEDULES if n != "zb-auto"])
+def test_every_value_the_sliders_offer_builds(name):
+    # The builders are the judges: every (p, m) the sliders offer is accepted, and the value
+    # just below the m slider's start is refused.
+    chunks = 2 if SCHEDULES[name].chunks == "any" else None
+    p_low, p_step = stage_steps(name)
+    for p in range(p_low, 17, p_step):
+        low, step = microbatch_steps(name, p)
+        offered = range(low, 65, step)
+        for m in [*offered[:3], offered[-1]]:  # the first few and the last
+            build(name, p, m, chunks)
+        if low > 1:
+            with pytest.raises(ValueError):
+                build(name, p, low - 1, chunks)
+    if p_low > 1:
+        with pytest.raises(ValueError):
+            build(name, p_low - 1, 4, chunks)
+
+
+def test_layout_wraps_controls_and_shows_a_sharp_picture(explorer):
+    controls = explorer.children[0]
+    assert len(controls.children) == len(explorer.controls)
+    check_controls(controls)
+    explorer.update(schedule="1f1b", num_stages=4, num_microbatches=8, W=1.0)
+    check_picture(explorer.image)
+    assert "ScheduleExplorer" in repr(explorer)
+
+
+def test_closed_form_against_simulated_says_where_a_formula_holds(explorer):
+    explorer.update(
+        schedule="zb-h1", num_stages=3, num_microbatches=9, F=1.0, B=2.0, W=0.5, comm=0.0
+    )
+    # m(F+I+W) + (p-1)(F+I-W) with I = 1.5: 9 * 3 + 2 * 2 = 31
+    text = explorer.closed_form.value
+    assert "closed form m(F+I+W) + (p-1)(F+I-W) with I = B - W = 31 time units" in text
+    assert "simulated makespan = 31 time units" in text
+    assert "formula holds: yes (needs W &lt;= F and W &lt;= I and m &gt;= p and c = 0" in text
+    explorer.update(B=3.0, W=1.5)  # W > F: 9 * 4 + 2 * 1 = 38, but the simulator takes longer
+    want = simulate(zb_h1(3, 9), Costs(F=1.0, I=1.5, W=1.5)).makespan
+    assert want > 38
+    text = explorer.closed_form.value
+    assert "= 38 time units" in text and f"simulated makespan = {want:.4g} time units" in text
+    assert "formula holds: no (needs W &lt;= F)" in text
+    explorer.update(schedule="gpipe", comm=0.5)  # (m+p-1)(F+B) = 11 * 4 = 44, plus transfers
+    text = explorer.closed_form.value
+    assert "(m+p-1)(F+B) = 44 time units" in text
+    assert "formula holds: no (needs c = 0 (no transfer time))" in text
+    explorer.update(schedule="looped-bfs", comm=0.0)
+    assert "no closed form in ppbook.symbolic for looped-bfs" in explorer.closed_form.value
+
+
+@pytest.mark.parametrize("name", list(CLOSED_FORMS))
+def test_where_the_readout_says_a_formula_holds_it_gives_the_simulated_makespan(name):
+    held = 0
+    for p, m, F, B, W in product((2, 4), (8, 12), (1.0, 0.5), (2.0, 1.2), (0.5, 1.0)):
+        if name == "interleaved-1f1b" and m % p:
+            continue
+        state = {"num_stages": p, "num_microbatches": m, "num_chunks": 2}
+        state |= {"schedule": name, "F": F, "B": B, "W": W, "comm": 0.0}
+        want = simulate(
+            build(name, p, m, 2 if name == "interleaved-1f1b" else None),
+            Costs(F=F, I=B - W, W=W) if name.startswith("zb") else Costs(F=F, B=B),
+        )
+        text = closed_form_html(want, state)
+        if "formula holds: yes" in text:
+            held += 1
+            closed, simulated = re.findall(r"= ([\d.]+) time units", text)
+            assert float(closed) == pytest.approx(want.makespan, rel=1e-3)
+            assert float(simulated) == pytest.approx(want.makespan, rel=1e-3)
+    assert held > 0
+
+
+def test_schedules_side_by_side_on_the_same_costs(explorer):
+    explorer.update(
+        schedule="1f1b", num_stages=4, num_microbatches=8, num_chunks=2, F=1.0, B=2.0, W=1.0
+    )
+    rows = dict(
+        re.findall(
+            r"<tr style='[^']*'><td [^>]*>([\w-]+)</td>(.*?)</tr>", explorer.comparison.value
+        )
+    )
+    assert list(rows) == list(SCHEDULES)
+    cells = {name: re.findall(r">([^<>]*)</td>", row) for name, row in rows.items()}
+    # v, makespan, f, r, ZB rate, peak; by hand: GPipe and 1F1B (m+p-1)(F+B) = 33, f = 3/11,
+    # r = 3/8; GPipe holds all m = 8 micro-batches, 1F1B p = 4; interleaved with v = 2:
+    # m(F+B) + (p-1)(F+B)/2 = 28.5; ZB-H1: m(F+I+W) + (p-1)(F+I-W) = 27.
+    assert cells["gpipe"] == ["1", "33", "0.273", "0.375", "0.273", "8"]
+    assert cells["1f1b"][:2] == ["1", "33"] and cells["1f1b"][-1] == "4"
+    assert cells["interleaved-1f1b"][:2] == ["2", "28.5"]
+    assert cells["zb-h1"][:2] == ["1", "27"]
+    assert "<tr style='font-weight:bold;'><td style='padding:0 8px;text-align:right'>1f1b" in (
+        explorer.comparison.value
+    )
+    explorer.update(num_microbatches=5)  # zb-h2 needs m >= 2p-1 = 7
+    assert "zb-h2 needs num_microbatches &gt;= 2 * num_stages - 1" in explorer.comparison.value
 
 
 def test_chunks_slider_only_for_schedules_that_take_chunks(explorer):

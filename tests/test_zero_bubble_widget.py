@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # tests only: the package never picks a backend
 
 import pytest  # noqa: E402
+from widget_layout import check_controls, check_picture  # noqa: E402
 
 from ppbook.widgets.zero_bubble import (  # noqa: E402
     LIMIT_COLOR,
@@ -131,3 +132,11 @@ def test_bad_update_arguments_are_value_errors(explorer):
         explorer.update(num_microbatches=33)
     with pytest.raises(ValueError, match=r"memory limit K must be in 1..12"):
         explorer.update(memory_limit=13)
+
+
+def test_layout_wraps_controls_and_shows_a_sharp_picture(explorer):
+    controls = explorer.children[0]
+    assert len(controls.children) == len(explorer.controls)
+    check_controls(controls)
+    explorer.update(memory_limit=4)
+    check_picture(explorer.image)

@@ -6,8 +6,10 @@ that fit, and the best one's simulated step, out.
 them as a table with their step time in seconds, bubble fraction f = idle / total and
 memory per GPU in GB (10^9 bytes), and draws the best one's pipeline step
 (:func:`ppbook.views.gantt.plot_timeline`, times in seconds, activations in bytes) into
-one reused matplotlib ``Figure`` rendered to PNG. When nothing fits, the readout says
-which configuration came closest and why it failed.
+one reused matplotlib ``Figure`` shown as a 2x PNG at its declared size
+(:mod:`ppbook.widgets.layout`: controls that wrap, a slider track >= 150 px). When
+nothing fits, the readout says which configuration came closest and why it failed, and
+the picture is hidden but keeps its space.
 
 Model cards (:data:`MODEL_CARDS`) are GPT-style shapes (MLP 4h, ppbook's
 :class:`~ppbook.memory.ModelShape`); GPU cards (:data:`GPU_CARDS`) are an 8-GPU node's
@@ -17,18 +19,17 @@ figures (:mod:`ppbook.sizing_costs`). Tests drive it through :meth:`SizingCalcul
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as widgets
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ppbook.memory import RECOMPUTE, ModelShape
 from ppbook.sizing import size
 from ppbook.sizing_costs import A100_SXM_80GB, H100_SXM, Hardware
 from ppbook.sizing_result import SizingResult
 from ppbook.timeline import Timeline
+from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
+from ppbook.widgets.layout import TEXT, control_rows, hide_picture, picture, readout, show_figure
 
 MODEL_CARDS = {
     "Megatron 1.7B (Table 1)": ModelShape(24, 2304, 24, 51200, 2048),
@@ -45,8 +46,7 @@ Llama 2 70B's depth and width (its SwiGLU MLP and grouped-query attention are no
 ppbook counts 65B parameters)."""
 GPU_CARDS = {"H100 SXM 80 GB": H100_SXM, "A100 SXM 80 GB": A100_SXM_80GB}
 """An 8-GPU node's memory, peak TFLOPS and links (:mod:`ppbook.sizing_costs`)."""
-FIGSIZE = (10.5, 4.5)  # inches
-DPI = 72
+HEIGHT = 3.6  # inches; the width is the notebook column's (ppbook.views.figure)
 TOP = 8
 MAX_DRAWN = 30_000
 """Most actions drawn: a longer step is described, not drawn (drawing it takes minutes)."""
@@ -82,29 +82,14 @@ class SizingCalculator(widgets.VBox):
                 min=0.2, max=0.8, step=0.05, description="utilisation"
             ),
         }
-        for control in self.controls.values():
-            control.style.description_width = "initial"
-            if hasattr(control, "continuous_update"):
-                control.continuous_update = False
-        self.readout = widgets.HTML()
-        self.image = widgets.Image(
-            format="png",
-            layout=widgets.Layout(
-                width=f"{int(FIGSIZE[0] * DPI)}px", height=f"{int(FIGSIZE[1] * DPI)}px"
-            ),
-        )
-        self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
-        self.canvas = FigureCanvasAgg(self.figure)
-        self.axes = self.figure.add_axes((0.08, 0.14, 0.9, 0.78))
+        self.readout = readout()
+        self.figure = column_figure(HEIGHT, layout=None)
+        self.image = picture(self.figure)
+        self.axes = self.figure.add_axes((0.1, 0.14, 0.88, 0.8))
         self.result: SizingResult | None = None
         self.timeline: Timeline | None = None
         self._holding = False
-        c = self.controls
-        rows = [
-            widgets.HBox([c["model"], c["gpu"], c["gpus"]]),
-            widgets.HBox([c["global_batch"], c["recompute"], c["utilisation"]]),
-        ]
-        super().__init__([*rows, self.readout, self.image])
+        super().__init__([control_rows(self.controls.values()), self.readout, self.image])
         self.update(
             model=model,
             gpu=gpu,
@@ -165,15 +150,13 @@ class SizingCalculator(widgets.VBox):
             self.timeline = self.result.timeline(best)
         self.readout.value = _table_html(self.result)
         if self.timeline is None:
-            self.image.layout.display = "none"
+            hide_picture(self.image)
             return
-        for artist in [*self.axes.collections, *self.axes.texts, *self.axes.lines]:
+        axes = self.axes
+        for artist in [*axes.collections, *axes.texts, *axes.lines, *axes.artists]:
             artist.remove()
-        plot_timeline(self.timeline, self.axes, title=False, legend=False)
-        buffer = io.BytesIO()
-        self.canvas.print_png(buffer, pil_kwargs={"compress_level": 1})
-        self.image.value = buffer.getvalue()
-        self.image.layout.display = None
+        plot_timeline(self.timeline, axes, title=False, legend=False)
+        show_figure(self.image, self.figure)
 
     def _on_change(self, change) -> None:
         if not self._holding:
@@ -190,7 +173,7 @@ def _table_html(result: SizingResult) -> str:
         closest = result.closest()
         why = f"closest: {closest.where}: {closest.reason}" if closest else "nothing to try"
         return (
-            f"<div style='font-family:monospace'>{head}"
+            f"<div style='{TEXT}'>{head}"
             f"<span style='color:#b00020'>no configuration fits; {html.escape(why)}</span></div>"
         )
     cells = "".join(
@@ -234,7 +217,7 @@ def _table_html(result: SizingResult) -> str:
         "Below: the best option's step (time in s)."
     )
     return (
-        f"<div style='font-family:monospace'>{head}<table><tr>{cells}</tr>{''.join(rows)}"
+        f"<div style='{TEXT}'>{head}<table><tr>{cells}</tr>{''.join(rows)}"
         f"</table>{html.escape(note)}</div>"
     )
 

@@ -3,10 +3,16 @@
 ``schedule_explorer()`` builds the control; a notebook only displays it. Every change
 builds the schedule (:func:`ppbook.schedules.build`), simulates it
 (:func:`ppbook.simulate.simulate`) and redraws the Gantt chart and memory panel
-(:func:`ppbook.views.gantt.plot_timeline`) into one reused matplotlib ``Figure``, rendered to PNG
-in an ``Image`` widget: no ipympl needed, no pyplot state touched. A combination a
-schedule rejects (interleaved 1F1B with m not a multiple of p, say) shows the rule's
-message instead of a picture.
+(:func:`ppbook.views.gantt.plot_timeline`) into one reused matplotlib ``Figure``, shown as
+a 2x PNG at its declared size (:mod:`ppbook.widgets.layout`): no ipympl, no pyplot state.
+Below the picture, the closed form against the simulated makespan and every schedule on
+the same p, m and costs (:mod:`ppbook.widgets.compare`).
+
+The sliders offer only what the schedule takes: for interleaved 1F1B the m slider steps
+through multiples of p (Megatron-LM's rule), for ZB-H2 it starts at 2p-1, for DualPipe p
+and m are even and m >= 2p; the readout says so whenever a schedule narrows the slider.
+A setting the schedule still refuses (W larger than B) keeps the picture's space and
+says which value would do.
 
 The sliders follow the package's cost convention (:mod:`ppbook.costs`): F, B and W time
 one pass over one device's share of the model (1/p of it), so switching between
@@ -22,32 +28,40 @@ ratio r = idle/compute (Megatron-LM, Ultra-Scale Playbook).
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as widgets
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
-from ppbook.costs import Costs
-from ppbook.schedule import Schedule
-from ppbook.schedules import SCHEDULES, build
-from ppbook.simulate import simulate
+from ppbook.schedules import SCHEDULES
 from ppbook.timeline import ACTIVATION_UNIT, Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES
+from ppbook.views.figure import column_figure
 from ppbook.views.gantt import chunk_cost_note, plot_timeline, title_text
+from ppbook.widgets.compare import (
+    closed_form_html,
+    compare,
+    comparison_html,
+    microbatch_note,
+    microbatch_steps,
+    simulate_state,
+    stage_steps,
+)
+from ppbook.widgets.layout import TEXT, control_rows, hide_picture, picture, readout, show_figure
 
-FIGSIZE = (10.5, 5.0)  # inches
-DPI = 72
+HEIGHT = 4.2  # inches; the width is the notebook column's (ppbook.views.figure)
 MAX_HATCHED = 64  # hatch a rank's later chunks only when few: hatching draws slowly
+MAX_LABELLED = 64  # micro-batch numbers in the boxes only when few: text draws slowly
+MAX_STAGES, MAX_MICROBATCHES = 16, 64
 
 
 class ScheduleExplorer(widgets.VBox):
-    """Controls for schedule, p, m, v, F, B, W and comm; the metrics; the timeline picture.
+    """Controls for schedule, p, m, v, F, B, W and comm; the metrics; the timeline picture;
+    the closed form against the simulator; every schedule side by side.
 
     After each change (or :meth:`update`), ``timeline`` is the simulated
     :class:`~ppbook.timeline.Timeline` (``None`` when the combination is rejected),
     ``error`` the rejection message (``None`` when accepted), ``readout`` the metrics or
-    error (HTML) and ``image`` the PNG of ``figure`` (axes ``axes`` and ``memory_axes``).
+    error (HTML), ``closed_form`` and ``comparison`` the two teaching readouts (HTML) and
+    ``image`` the PNG of ``figure`` (axes ``axes`` and ``memory_axes``).
     """
 
     def __init__(
@@ -61,43 +75,32 @@ class ScheduleExplorer(widgets.VBox):
         W: float = 1.0,
         comm: float = 0.0,
     ) -> None:
+        slider = widgets.IntSlider
         self.controls = {
             "schedule": widgets.Dropdown(options=list(SCHEDULES), description="schedule"),
-            "num_stages": widgets.IntSlider(min=1, max=16, description="ranks p"),
-            "num_microbatches": widgets.IntSlider(min=1, max=64, description="micro-batches m"),
-            "num_chunks": widgets.IntSlider(min=1, max=4, description="chunks v"),
+            "num_stages": slider(min=1, max=MAX_STAGES, description="ranks p"),
+            "num_microbatches": slider(min=1, max=MAX_MICROBATCHES, description="micro-batches m"),
+            "num_chunks": slider(min=1, max=4, description="chunks v"),
             "F": widgets.FloatSlider(min=0.1, max=4.0, step=0.1, description="F forward"),
             "B": widgets.FloatSlider(min=0.1, max=8.0, step=0.1, description="B backward"),
             "W": widgets.FloatSlider(min=0.0, max=4.0, step=0.1, description="W (part of B)"),
             "comm": widgets.FloatSlider(min=0.0, max=2.0, step=0.05, description="comm c"),
         }
-        for control in self.controls.values():
-            control.style.description_width = "initial"
-            if hasattr(control, "continuous_update"):
-                control.continuous_update = False
-        self.readout = widgets.HTML()
-        # Shown at its natural size: a stretched PNG turns blurry.
-        self.image = widgets.Image(
-            format="png",
-            layout=widgets.Layout(
-                width=f"{int(FIGSIZE[0] * DPI)}px", height=f"{int(FIGSIZE[1] * DPI)}px"
-            ),
-        )
-        self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
-        self.canvas = FigureCanvasAgg(self.figure)
-        self.axes = self.figure.add_axes((0.08, 0.34, 0.9, 0.64))
-        self.memory_axes = self.figure.add_axes((0.08, 0.09, 0.9, 0.2), sharex=self.axes)
+        self.readout = readout(min_height="5.5em")
+        self.closed_form = readout()
+        self.comparison = readout()
+        self.figure = column_figure(HEIGHT, layout=None)
+        self.image = picture(self.figure)
+        self.axes = self.figure.add_axes((0.12, 0.36, 0.86, 0.6))
+        self.memory_axes = self.figure.add_axes((0.12, 0.1, 0.86, 0.2), sharex=self.axes)
         self.axes.tick_params(labelbottom=False)  # the memory panel below shows the time axis
         self.timeline: Timeline | None = None
         self.error: str | None = None
         self._chosen_chunks = num_chunks
         self._holding = False
-        c = self.controls
-        rows = [
-            widgets.HBox([c["schedule"], c["num_stages"], c["num_microbatches"], c["num_chunks"]]),
-            widgets.HBox([c["F"], c["B"], c["W"], c["comm"]]),
-        ]
-        super().__init__([*rows, self.readout, self.image])
+        self._table: tuple[tuple, list] = ((), [])  # the table's state and rows
+        controls = control_rows(self.controls.values())
+        super().__init__([controls, self.readout, self.image, self.closed_form, self.comparison])
         self.update(
             schedule=schedule,
             num_stages=num_stages,
@@ -119,50 +122,57 @@ class ScheduleExplorer(widgets.VBox):
     def update(self, **values) -> Timeline | None:
         """Set some controls (names as in :attr:`state`), then simulate and redraw once.
 
-        Returns the new timeline, or ``None`` when the schedule rejects the combination
-        (then :attr:`error` says why). A value a control cannot take is a ValueError.
+        The schedule, p and v are set first, so that the m slider offers what the
+        schedule takes (:func:`~ppbook.widgets.compare.microbatch_steps`). Returns the new
+        timeline, or ``None`` when the schedule rejects the combination (then
+        :attr:`error` says why). A value a control cannot take is a ValueError.
         """
         unknown = set(values) - set(self.controls)
         if unknown:
             raise ValueError(
                 f"unknown control(s) {sorted(unknown)}; the controls are {list(self.controls)}"
             )
+        first = [n for n in ("schedule", "num_stages", "num_chunks") if n in values]
         self._holding = True
         try:
-            for name, value in values.items():
-                self._set(name, value)
+            for name in first:
+                if name == "num_stages":
+                    self._fit_sliders()
+                self._set(name, values[name])
                 if name == "num_chunks":
-                    self._chosen_chunks = value
+                    self._chosen_chunks = values[name]
+            self._fit_sliders()
+            for name, value in values.items():
+                if name not in first:
+                    self._set(name, value)
         finally:
             self._holding = False
         self.refresh()
         return self.timeline
 
     def refresh(self) -> None:
-        """Simulate the current state and redraw the metrics and the picture."""
+        """Simulate the current state and redraw the metrics, the picture and the tables."""
         self._sync_chunks()
         state = self.state
-        spec = SCHEDULES[state["schedule"]]
+        note = microbatch_note(state["schedule"], state["num_stages"], MAX_MICROBATCHES)
+        note = f"<br>{html.escape(note)}" if note else ""
         try:
-            schedule = build(
-                state["schedule"],
-                state["num_stages"],
-                state["num_microbatches"],
-                state["num_chunks"] if spec.chunks == "any" else None,
-            )
-            timeline = simulate(schedule, device_share_costs(schedule, state))
+            timeline = simulate_state(state["schedule"], state)
         except ValueError as exc:
             self.timeline, self.error = None, str(exc)
             self.readout.value = (
-                f"<pre style='color:#b00020'>{html.escape(state['schedule'])}: "
-                f"{html.escape(self.error)}\nrule: {html.escape(spec.rule)}</pre>"
+                f"<div style='{TEXT};color:#b00020'>"
+                f"{html.escape(state['schedule'])}: {html.escape(self.error)}<br>"
+                f"{html.escape(_hint(state))}{note}</div>"
             )
-            self.image.layout.display = "none"
+            hide_picture(self.image)
+            self.closed_form.value = ""
+            self._fill_comparison(state)
             return
         self.timeline, self.error = timeline, None
-        self.controls["W"].disabled = not schedule.split_backward
+        self.controls["W"].disabled = not timeline.schedule.split_backward
         for axes in (self.axes, self.memory_axes):  # keep the axes, drop the last drawing
-            for artist in [*axes.collections, *axes.texts, *axes.lines]:
+            for artist in [*axes.collections, *axes.texts, *axes.lines, *axes.artists]:
                 artist.remove()
         plot_timeline(
             timeline,
@@ -170,15 +180,23 @@ class ScheduleExplorer(widgets.VBox):
             memory_ax=self.memory_axes,
             title=False,  # the readout above says it, as text that costs no drawing time
             legend=False,
+            labels=None if len(timeline.schedule) <= MAX_LABELLED else False,
             max_hatched=MAX_HATCHED,
         )
         peaks = [timeline.peak_activations(rank) for rank in range(timeline.num_ranks)]
         self.memory_axes.set_ylim(0, 1.08 * max(peaks, default=1) + 0.5)  # follow the peak
-        self.readout.value = _metrics_html(timeline, peaks)
-        buffer = io.BytesIO()
-        self.canvas.print_png(buffer, pil_kwargs={"compress_level": 1})
-        self.image.value = buffer.getvalue()
-        self.image.layout.display = None
+        self.readout.value = _metrics_html(timeline, peaks, note)
+        show_figure(self.image, self.figure)
+        self.closed_form.value = closed_form_html(timeline, state)
+        self._fill_comparison(state)
+
+    def _fill_comparison(self, state: dict) -> None:
+        """Every schedule side by side; simulated again only when p, m, v or a cost moved."""
+        state = state | {"num_chunks": self._chosen_chunks}  # v for the schedules taking it
+        key = tuple(value for name, value in state.items() if name != "schedule")
+        if self._table[0] != key:
+            self._table = (key, compare(state))
+        self.comparison.value = comparison_html(self._table[1], self.controls["schedule"].value)
 
     def _set(self, name: str, value) -> None:
         control = self.controls[name]
@@ -187,11 +205,27 @@ class ScheduleExplorer(widgets.VBox):
                 raise ValueError(
                     f"unknown schedule {value!r}; choose one of {', '.join(SCHEDULES)}"
                 )
-        elif not control.min <= value <= control.max:
+        elif not control.min <= value <= control.max or (
+            isinstance(control, widgets.IntSlider) and (value - control.min) % control.step
+        ):
+            why = f" in steps of {control.step}" if control.step != 1 else ""
+            why += f" for {self.controls['schedule'].value}" if why else ""
             raise ValueError(
-                f"{control.description} must be in {control.min}..{control.max}, got {value}"
+                f"{control.description} must be in {control.min}..{control.max}{why}, got {value}"
             )
         control.value = value
+
+    def _fit_sliders(self) -> None:
+        """Let the p and m sliders offer what the schedule takes, moving p and m up to the
+        nearest value it takes (down when none is left above)."""
+        name = self.controls["schedule"].value
+        holding, self._holding = self._holding, True
+        try:
+            _fit(self.controls["num_stages"], *stage_steps(name), MAX_STAGES)
+            p = self.controls["num_stages"].value
+            _fit(self.controls["num_microbatches"], *microbatch_steps(name, p), MAX_MICROBATCHES)
+        finally:
+            self._holding = holding
 
     def _sync_chunks(self) -> None:
         """Enable v only for schedules that take chunks; show the v others run."""
@@ -209,23 +243,33 @@ class ScheduleExplorer(widgets.VBox):
             return
         if change["owner"] is self.controls["num_chunks"]:
             self._chosen_chunks = change["new"]
+        if change["owner"] in (self.controls["schedule"], self.controls["num_stages"]):
+            self._fit_sliders()
         self.refresh()
 
 
-def device_share_costs(schedule: Schedule, state: dict) -> Costs:
-    """The sliders' costs, which time one device's share of the model (1/p of it).
-
-    They go to the simulator as they are: it runs each chunk pass in ``cost *
-    schedule.chunk_share`` (F/v for interleaved 1F1B with v chunks, F/2 for ZB-V and
-    DualPipeV, F for GPipe, 1F1B, ZB-H1, ZB-H2 and DualPipe). ``W`` is passed only to
-    schedules that split the backward (``I = B - W``); the others run ``B`` whole, so any
-    ``W`` on the slider is fine for them.
-    """
-    split = {"W": state["W"]} if schedule.split_backward else {}
-    return Costs(F=state["F"], B=state["B"], comm=state["comm"], **split)
+def _fit(slider: widgets.IntSlider, low: int, step: int, top: int) -> None:
+    """Make ``slider`` offer low, low + step, ... up to ``top``; keep its value on them."""
+    high = low + (top - low) // step * step
+    value = min(high, max(low, slider.value))
+    value = low + -(-(value - low) // step) * step  # up to the next value offered
+    value = value if value <= high else value - step
+    slider.min, slider.max = min(slider.min, low), max(slider.max, high)  # never min > max
+    slider.step, slider.value = step, value
+    slider.min, slider.max = low, high
 
 
-def _metrics_html(timeline: Timeline, peaks: list[float]) -> str:
+def _hint(state: dict) -> str:
+    """A value the controls can reach that the schedule takes."""
+    if state["W"] > state["B"]:
+        return (
+            f"W is the part of B that runs as its own pass: move W to at most "
+            f"B = {state['B']:g}, or B to at least W = {state['W']:g}"
+        )
+    return f"the rule of {state['schedule']}: {SCHEDULES[state['schedule']].paper}"
+
+
+def _metrics_html(timeline: Timeline, peaks: list[float], note: str) -> str:
     """Title, both bubble conventions by name, peak activations, the colour key, the units."""
     kinds = {step.kind for row in timeline.schedule.actions for step in row}
     key = " ".join(
@@ -238,11 +282,11 @@ def _metrics_html(timeline: Timeline, peaks: list[float]) -> str:
     title = html.escape(title_text(timeline, convention=False)).replace("\n", "<br>")
     shown_peaks = ", ".join(f"{peak:.3g}" for peak in peaks)
     return (
-        f"<div style='font-family:monospace'><b>{title}</b><br>"
+        f"<div style='{TEXT}'><b>{title}</b><br>"
         f"peak activations per rank ({html.escape(ACTIVATION_UNIT)}): [{shown_peaks}]<br>"
         f"{key} {idle} &nbsp;lighter = later micro-batch; "
         "memory panel: one line per rank, rank 0 darkest and widest<br>"
-        f"{html.escape(chunk_cost_note(timeline.schedule))}</div>"
+        f"{html.escape(chunk_cost_note(timeline.schedule))}{note}</div>"
     )
 
 

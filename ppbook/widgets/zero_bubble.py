@@ -7,9 +7,10 @@ costs F, I, W of one device's share of the model and the transfer time c. Every 
 builds ``zb-auto`` for them (:func:`ppbook.schedules.build` with ``costs`` and
 ``memory_limit``), simulates one step (:func:`ppbook.simulate.simulate`) and redraws the
 Gantt chart and the memory panel (:func:`ppbook.views.gantt.plot_timeline`), with the
-limit drawn as a dashed line, into one reused matplotlib ``Figure`` rendered to PNG in an
-``Image`` widget: no ipympl, no pyplot state. A combination the scheduler refuses shows
-its message instead of a picture.
+limit drawn as a dashed line, into one reused matplotlib ``Figure`` shown as a 2x PNG at
+its declared size (:mod:`ppbook.widgets.layout`: controls that wrap, tracks >= 150 px):
+no ipympl, no pyplot state. A combination the scheduler refuses shows its message and
+hides the picture, keeping its space.
 
 The readout names both measures of the bubble (REFERENCES.md): the bubble fraction
 f = idle/total over all ranks and the step's makespan, and the paper's bubble rate,
@@ -22,21 +23,19 @@ same costs. Tests drive it without a browser through :meth:`ZeroBubbleExplorer.u
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as widgets
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ppbook.costs import Costs
 from ppbook.schedules import build, zb_h1, zb_h2
 from ppbook.simulate import simulate
 from ppbook.timeline import ACTIVATION_UNIT, Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES
+from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
+from ppbook.widgets.layout import TEXT, control_rows, hide_picture, picture, readout, show_figure
 
-FIGSIZE = (8.0, 4.4)  # inches: the notebook column
-DPI = 72
+HEIGHT = 4.4  # inches; the width is the notebook column's (ppbook.views.figure)
 LIMIT_COLOR = "#b00020"
 LIMIT_PER_STAGE = 3
 """The memory-limit slider reaches LIMIT_PER_STAGE * p: past 2p (ZB-2p) nothing is left to gain."""
@@ -71,32 +70,17 @@ class ZeroBubbleExplorer(widgets.VBox):
             "W": widgets.FloatSlider(min=0.1, max=3.0, step=0.1, description="W weight grad"),
             "comm": widgets.FloatSlider(min=0.0, max=1.0, step=0.05, description="comm c"),
         }
-        for control in self.controls.values():
-            control.style.description_width = "initial"
-            control.continuous_update = False
-        self.readout = widgets.HTML()
-        # Shown at its natural size: a stretched PNG turns blurry.
-        self.image = widgets.Image(
-            format="png",
-            layout=widgets.Layout(
-                width=f"{int(FIGSIZE[0] * DPI)}px", height=f"{int(FIGSIZE[1] * DPI)}px"
-            ),
-        )
-        self.figure = Figure(figsize=FIGSIZE, dpi=DPI)
-        self.canvas = FigureCanvasAgg(self.figure)
-        self.axes = self.figure.add_axes((0.13, 0.4, 0.85, 0.57))
-        self.memory_axes = self.figure.add_axes((0.13, 0.1, 0.85, 0.24), sharex=self.axes)
+        self.readout = readout(min_height="8em")
+        self.figure = column_figure(HEIGHT, layout=None)
+        self.image = picture(self.figure)
+        self.axes = self.figure.add_axes((0.12, 0.4, 0.86, 0.57))
+        self.memory_axes = self.figure.add_axes((0.12, 0.1, 0.86, 0.24), sharex=self.axes)
         self.axes.tick_params(labelbottom=False)  # the memory panel below shows the time axis
         self.limit_line = None
         self.timeline: Timeline | None = None
         self.error: str | None = None
         self._holding = False
-        c = self.controls
-        rows = [
-            widgets.HBox([c["memory_limit"], c["num_stages"], c["num_microbatches"]]),
-            widgets.HBox([c["F"], c["I"], c["W"], c["comm"]]),
-        ]
-        super().__init__([*rows, self.readout, self.image])
+        super().__init__([control_rows(self.controls.values()), self.readout, self.image])
         self.update(
             num_stages=num_stages,
             memory_limit=memory_limit,
@@ -160,11 +144,11 @@ class ZeroBubbleExplorer(widgets.VBox):
                 f"<pre style='color:{LIMIT_COLOR}'>zb-auto, p = {p}, m = {m}, K = {limit}: "
                 f"{html.escape(self.error)}</pre>"
             )
-            self.image.layout.display = "none"
+            hide_picture(self.image)
             return
         self.timeline, self.error = timeline, None
         for axes in (self.axes, self.memory_axes):  # keep the axes, drop the last drawing
-            for artist in [*axes.collections, *axes.texts, *axes.lines]:
+            for artist in [*axes.collections, *axes.texts, *axes.lines, *axes.artists]:
                 artist.remove()
         plot_timeline(timeline, self.axes, memory_ax=self.memory_axes, title=False, legend=False)
         self.limit_line = self.memory_axes.axhline(
@@ -182,10 +166,7 @@ class ZeroBubbleExplorer(widgets.VBox):
         )
         self.memory_axes.set_ylim(0, 1.25 * limit + 0.5)
         self.readout.value = _metrics_html(timeline, limit, costs)
-        buffer = io.BytesIO()
-        self.canvas.print_png(buffer, pil_kwargs={"compress_level": 1})
-        self.image.value = buffer.getvalue()
-        self.image.layout.display = None
+        show_figure(self.image, self.figure)
 
     def _set(self, name: str, value) -> None:
         control = self.controls[name]
@@ -240,7 +221,7 @@ def _metrics_html(timeline: Timeline, limit: int, costs: Costs) -> str:
     )
     idle = f"<span style='background:{IDLE_COLOR};padding:0 4px'>idle</span>"
     return (
-        "<div style='font-family:monospace'>"
+        f"<div style='{TEXT}'>"
         f"<b>zb-auto: p = {p}, m = {m}, memory limit K = {limit}, one step, "
         f"makespan = {timeline.makespan:.4g} {html.escape(timeline.time_unit)}</b><br>"
         f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f}; "
