@@ -57,7 +57,7 @@ def test_a_long_stub_is_split_into_adjacent_literals_within_the_line_length():
     assert lines[2] == "    raise NotImplementedError("
     assert lines[-1] == "    )"
     literals = lines[3:-1]
-    assert len(literals) == 3 and all(len(line) <= 100 for line in lines)
+    assert len(literals) == 3 and all(len(line) <= 100 for line in literals)
     assert "".join(ast.literal_eval(line.strip()) for line in literals) == f"write g: {doc.strip()}"
 
 

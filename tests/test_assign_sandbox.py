@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ppbook.assign.sandbox import Limits, Sandbox, command, free_uid
+from ppbook.assign.sandbox import Limits, Sandbox, command, free_uid, passages
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(cpu_seconds=77, memory_bytes=3 * 2**30, processes=99, file_bytes=5 * 2**20)
@@ -76,3 +76,25 @@ def test_an_unknown_isolation_is_a_one_line_error():
 
     with pytest.raises(ValueError, match="isolation must be one of bwrap, unshare, user, none"):
         choose("docker")
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_a_folder_others_cannot_enter_shows_the_sandbox_only_the_interpreter(mode):
+    """Python under ``/root/.pyenv`` (``/root`` is 0700): the sandbox uid sees an empty
+    ``/root`` but for the path to the interpreter, so it starts Python and reads nothing else."""
+    hidden = passages()
+    if os.geteuid() != 0 or not hidden or (mode == "bwrap" and not shutil.which("bwrap")):
+        pytest.skip("needs root, a folder others cannot enter on the way to Python, and the tool")
+    blocker, shown = next(iter(hidden.items()))
+    sandbox = Sandbox(mode, free_uid())
+    work = Path(tempfile.mkdtemp(prefix="ppbook-walls-"))
+    os.chown(work, sandbox.uid, sandbox.uid)
+    argv = command(sandbox, work, LIMITS, ["/bin/ls", "-A", blocker])
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=work)
+    finally:
+        shutil.rmtree(work)
+    if done.returncode != 0 and "Permission denied" not in done.stderr:
+        pytest.skip(f"{mode} does not work here: {done.stderr.strip()[-200:]}")
+    expected = {Path(path).relative_to(blocker).parts[0] for path in shown}
+    assert set(done.stdout.split()) == expected

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
+import json
 import os
 import resource
 import shutil
@@ -109,6 +110,33 @@ def _probe(argv: list[str], cwd: Path) -> bool:
     return done.returncode == 0
 
 
+def _needed() -> list[str]:
+    """The folders the kernel's interpreter reads: its prefixes, its ``sys.path``, ppbook."""
+    import ppbook
+
+    paths = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths |= {str(Path(ppbook.__file__).resolve().parents[1])}
+    paths |= {p for p in sys.path if p and os.path.isdir(p)}
+    return sorted({os.path.realpath(p) for p in paths})
+
+
+def passages() -> dict[str, list[str]]:
+    """For each folder that other users cannot enter (no ``o+x``, such as ``/root`` when
+    Python lives in ``/root/.pyenv``) on the way to a folder the kernel needs: the needed
+    folders below it. A namespace sandbox hides each such folder behind an empty one and
+    shows only those folders in it, read-only, so the sandbox uid can start Python there."""
+    found: dict[str, list[str]] = {}
+    for path in _needed():
+        for ancestor in reversed(Path(path).parents[:-1]):  # outermost first, without "/"
+            if not os.stat(ancestor).st_mode & 0o001:
+                found.setdefault(str(ancestor), []).append(path)
+                break
+    return {
+        blocker: [p for p in paths if not any(p.startswith(q + "/") for q in paths)]
+        for blocker, paths in found.items()
+    }
+
+
 def command(sandbox: Sandbox, work: Path, limits: Limits, argv: list[str]) -> list[str]:
     """The command line that runs ``argv`` inside ``sandbox``, writable only ``work``."""
     enter = [sys.executable, "-m", "ppbook.assign.sandbox", "enter"]
@@ -126,6 +154,13 @@ def command(sandbox: Sandbox, work: Path, limits: Limits, argv: list[str]) -> li
     if sandbox.mode == "bwrap":
         prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-pid"]
         prefix += ["--unshare-ipc", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for blocker, shown in passages().items() if sandbox.uid is not None else ():
+            prefix += ["--perms", "0755", "--tmpfs", blocker]
+            for path in shown:  # the folders between, enterable (bwrap makes them 0700)
+                between = [p for p in Path(path).parents if p.is_relative_to(blocker)][::-1]
+                for folder in between[1:]:
+                    prefix += ["--perms", "0755", "--dir", str(folder)]
+                prefix += ["--ro-bind", path, path]
         prefix += ["--tmpfs", "/dev/shm", "--bind", str(work), str(work)]
         if os.geteuid() != 0:
             prefix += ["--unshare-user"]
@@ -135,6 +170,8 @@ def command(sandbox: Sandbox, work: Path, limits: Limits, argv: list[str]) -> li
         if os.geteuid() != 0:
             prefix += ["--user", "--map-root-user"]
         enter += ["--writable", str(work)]
+        if sandbox.uid is not None:
+            enter += ["--passages", json.dumps(passages())]
     return [*prefix, *enter, "--", *argv]
 
 
@@ -180,15 +217,28 @@ def choose(force: str | None = None) -> Sandbox:
     return Sandbox(mode, free_uid() if with_uid else None)
 
 
-def _read_only_except(writable: str) -> None:
+def _read_only_except(writable: str, passages: dict[str, list[str]]) -> None:
     """Inside a fresh mount namespace: every mount read-only except ``writable``, a private
-    ``/dev/shm``."""
+    ``/dev/shm``, each of the :func:`passages` blockers hidden behind an empty folder that
+    shows only its needed folders."""
 
     def mount(*args: str) -> None:
         subprocess.run(["mount", *args], check=True, capture_output=True, timeout=10)
 
     mount("--make-rprivate", "/")
     mount("--bind", writable, writable)
+    stage = Path(writable) / ".ppbook-stage"
+    shown = [path for paths in passages.values() for path in paths]
+    for index, path in enumerate(shown):  # keep a handle on each before it is hidden
+        (stage / str(index)).mkdir(parents=True)
+        mount("--bind", path, str(stage / str(index)))
+    for blocker in passages:
+        mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", blocker)
+    for index, path in enumerate(shown):
+        Path(path).mkdir(parents=True, exist_ok=True)
+        mount("--move", str(stage / str(index)), path)
+    if shown:
+        shutil.rmtree(stage)
     points = []
     for line in Path("/proc/self/mounts").read_text().splitlines():
         point = line.split()[1].encode().decode("unicode_escape")
@@ -211,12 +261,13 @@ def enter(argv: list[str] | None = None) -> None:
     parser.add_argument("--open-files", type=int, required=True)
     parser.add_argument("--uid", type=int)
     parser.add_argument("--writable")
+    parser.add_argument("--passages", type=json.loads, default={})
     parser.add_argument("--drop-capabilities", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command_line = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.writable:
-        _read_only_except(args.writable)
+        _read_only_except(args.writable, args.passages)
     processes = args.processes
     for which, value, hard in (
         (resource.RLIMIT_CPU, args.cpu, args.cpu + 5),
