@@ -3,6 +3,7 @@ question that says what to do next, JSON and CSV reports, and the isolation in f
 
 import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -136,3 +137,9 @@ def test_a_file_that_is_not_a_notebook_is_a_one_line_error(tmp_path, capsys):
     assert "essay.ipynb is not a notebook" in capsys.readouterr().err
     with pytest.raises(ValueError, match="an .ipynb file"):
         grade(tmp_path / "essay.txt")
+
+
+def test_a_fifo_beside_the_submission_does_not_block_the_copy(tmp_path):
+    shutil.copy(INSTRUCTOR, tmp_path / "ada.ipynb")
+    os.mkfifo(tmp_path / "pipe")
+    assert grade(tmp_path / "ada.ipynb", **FAST).score == 5

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -116,6 +117,7 @@ def _copy(folder: Path, notebook: Path, into: Path) -> None:
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n in (".ipynb_checkpoints", "__pycache__", ".git")}
+        skipped |= {n for n in names if _special(os.path.join(directory, n))}
         if Path(directory) == folder:
             skipped |= {n for n in names if n.endswith(".ipynb") and n != notebook.name}
         return skipped
@@ -129,6 +131,12 @@ def _copy(folder: Path, notebook: Path, into: Path) -> None:
                 "submissions only"
             )
     shutil.copytree(folder, into, symlinks=True, ignore=ignore)
+
+
+def _special(path: str) -> bool:
+    """A FIFO, socket or device: reading one could block the copy for ever."""
+    mode = os.lstat(path).st_mode
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode))
 
 
 def _own(root: Path, uid: int) -> None:
@@ -258,7 +266,8 @@ def grade(
         from ppbook.assign.questions import questions_for
 
         questions = questions_for(assignment)
-    limits = limits or Limits(cpu_seconds=int(timeout + 60))
+    collects = sum(float(q.timeout) for q in questions)
+    limits = limits or Limits(cpu_seconds=int(timeout + collects + 60))
     root = Path(tempfile.mkdtemp(prefix="ppbook-grade-"))
     try:
         work, scratch = root / "submission", root / "scratch"
