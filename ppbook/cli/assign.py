@@ -34,11 +34,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     grade = sub.add_parser("grade", help="grade a submitted notebook, or every one in a folder")
     grade.add_argument("path", type=Path, help="a submission (.ipynb) or a folder of them")
     grade.add_argument("--json", action="store_true", help="print one JSON object")
-    grade.add_argument("--timeout", type=float, default=None, help="seconds for all cells")
-    grade.add_argument("--cell-timeout", type=float, default=None, help="seconds for one cell")
-    grade.add_argument("--csv", type=Path, default=Path("scores.csv"), help="a folder's scores")
     grade.add_argument(
-        "--isolation", choices=("bwrap", "unshare", "user", "none"), help="force a sandbox"
+        "--timeout", type=float, default=None, help="seconds for all cells (default 300)"
+    )
+    grade.add_argument(
+        "--cell-timeout", type=float, default=None, help="seconds for one cell (default 120)"
+    )
+    grade.add_argument(
+        "--csv", type=Path, default=Path("scores.csv"), help="a folder's scores (scores.csv)"
+    )
+    grade.add_argument(
+        "--isolation",
+        choices=("bwrap", "unshare", "user", "none"),
+        help="force a sandbox (default: the strongest that works here; see the report)",
     )
     grade.set_defaults(handler=_grade)
     return parser
