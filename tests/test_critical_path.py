@@ -231,6 +231,26 @@ def test_simplify_under_collapses_zb_h2_to_table_2():
         assert all(x >= 0 for x in gap.coeffs())
 
 
+def test_every_argument_of_the_max_is_the_makespan_somewhere():
+    """One ZB-H2 step, p = 4, m = 8: three paths, each the longest in its own region
+    (by hand: 2F <= I with F <= W; I <= 2F and I <= 2W; 2W <= I with W <= F)."""
+    expr = makespan_expression(zb_h2(4, 8), transfer=False)
+    terms = {
+        5 * t_f + 11 * t_i + 8 * t_w,
+        11 * t_f + 8 * t_i + 8 * t_w,
+        11 * t_f + 11 * t_i + 2 * t_w,
+    }
+    assert set(expr.args) == terms
+    longest = set()
+    for F, I, W in [(1, 3, 2), (2, 3, 2), (2, 5, 1)]:  # noqa: E741
+        values = {t: t.subs({t_f: F, t_i: I, t_w: W}) for t in terms}
+        top = max(values, key=values.get)
+        assert sorted(values.values())[-2] < values[top]  # strictly the longest there
+        assert simulated(zb_h2(4, 8), F, I, W) == values[top]
+        longest.add(top)
+    assert longest == terms
+
+
 def test_simplify_under_an_equality_substitutes_and_sympy_relations_work():
     expr = sp.Max(2 * t_f + t_i, t_f + 2 * t_i, 3 * t_w)
     assert simplify_under(expr, "I = F") == sp.Max(3 * t_f, 3 * t_w)

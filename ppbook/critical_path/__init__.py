@@ -8,7 +8,7 @@ is exact, an expression in the glossary's symbols (:mod:`ppbook.symbolic.symbols
 
     >>> from ppbook.schedules import zb_h2
     >>> makespan_expression(zb_h2(2, 3), transfer=False)
-    Max(2*t_f + 4*t_i + 3*t_w, 3*t_f + 4*t_i + 2*t_w, 4*t_f + 3*t_i + 3*t_w, 4*t_f + 4*t_i + t_w)
+    Max(2*t_f + 4*t_i + 3*t_w, 4*t_f + 3*t_i + 3*t_w, 4*t_f + 4*t_i + t_w)
     >>> makespan_expression(zb_h2(2, 3), "W <= F", transfer=False)
     Max(4*t_f + 3*t_i + 3*t_w, 4*t_f + 4*t_i + t_w)
     >>> for piece in pieces(zb_h2(2, 3), "W <= F", transfer=False):
@@ -38,16 +38,18 @@ How expressions stay small: after every Max, a path length that another one domi
 under the conditions is dropped. Whether one linear form dominates another on the cone
 of costs that meet the conditions is decided exactly at the cone's extreme rays
 (:mod:`.cones`): the same as substituting a parametrisation such as F = W + a,
-I = 2W + b with a, b >= 0 and comparing coefficients, for any set of conditions.
+I = 2W + b with a, b >= 0 and comparing coefficients, for any set of conditions. At the
+end, only the path lengths that are the longest somewhere (on a region of costs of full
+dimension) are kept (:func:`.regions.envelope`): the ``Max`` has no needless argument.
 
-Sizes (measured on one CPU core, with ``c`` / with ``transfer=False``): ZB-H2 at p = 4,
-m = 8 takes about 0.02 s / 0.01 s; ZB-H1 and ZB-H2 at p = 8, m = 32 under 0.5 s / 0.1 s;
-DualPipe at p = 8, m = 32 about 1.5 s / 0.6 s; ZB-V at p = 4, m = 16 about 2.5 s /
-0.05 s, at p = 8, m = 16 about 15 s / 1.5 s; DualPipeV at p = 8, m = 16 over 30 s. The
-work grows with the number of actions times the square of the number of competing path
-lengths, which grows with p and fastest for V-shaped schedules with transfers; stated
-conditions such as "W <= F" cut it. Imports sympy and the schedule layer; ``import
-ppbook`` does not import it.
+Sizes (measured on one shared CPU core, with ``c`` / with ``transfer=False``): ZB-H2 at
+p = 4, m = 8 takes about 0.1 s / 0.02 s; ZB-H1 and ZB-H2 at p = 8, m = 32 about 3 s /
+0.4 s; ZB-V at p = 4, m = 8 about 1 s / 0.1 s, at p = 4, m = 16 about 7 s / 0.2 s;
+DualPipe at p = 8, m = 32 about 6 s / 2 s; DualPipeV at p = 4, m = 8 about 5 s / 1.5 s.
+The work grows with the number of actions times the number of competing path lengths,
+which grows with p, fastest for V-shaped schedules with transfers; conditions such as
+"W <= F" cut it. Imports sympy and the schedule layer; ``import ppbook`` does not
+import it.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from ppbook.critical_path.regions import Piece, matching_region, undominated
+from ppbook.critical_path.regions import Piece, envelope, matching_region
 from ppbook.critical_path.regions import pieces as _pieces
 from ppbook.critical_path.run import path_lengths, variables_of
 from ppbook.critical_path.space import NAMES, CostSpace, parse_conditions
@@ -82,7 +84,8 @@ class Makespan:
         self.num_microbatches = schedule.num_microbatches
         self.chunk_share = _chunk_share(schedule)
         self.space = space
-        self.forms = tuple(dict.fromkeys(space.reduce(f) for f in forms))
+        reduced = [space.reduce(f) for f in forms]
+        self.forms = tuple(f for f, _ in envelope(space.cone, reduced))
         self.symbols = space.free
         self.conditions = space.conditions
         self.terms = tuple(space.expr(f) for f in self.forms)
@@ -148,7 +151,7 @@ def simplify_under(expr: sp.Expr, conditions=()) -> sp.Expr:
     "W <= F" and "I >= 2W", ``Max(4*t_f + 4*t_i + t_w, 4*t_f + 3*t_i + 3*t_w)`` is
     ``4*t_f + 4*t_i + t_w``. An equality condition substitutes (``"I = F"``)."""
     space = _space_of(expr, conditions)
-    return _max_of([space.expr(f) for f in undominated(space, space.forms_of(expr))])
+    return _max_of([space.expr(f) for f, _ in envelope(space.cone, space.forms_of(expr))])
 
 
 def pieces(what, conditions=(), **options) -> tuple[Piece, ...]:
@@ -160,7 +163,7 @@ def pieces(what, conditions=(), **options) -> tuple[Piece, ...]:
     if isinstance(what, Makespan):
         return _pieces(what.space, what.forms)
     space = _space_of(what, conditions)
-    return _pieces(space, list(dict.fromkeys(space.forms_of(what))))
+    return _pieces(space, space.forms_of(what))
 
 
 def formula_conditions(formula, schedule: Schedule, conditions=(), **options) -> sp.Basic:

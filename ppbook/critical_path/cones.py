@@ -38,18 +38,19 @@ def dot(a, b) -> int | Fraction:
 
 
 def rank(vectors) -> int:
-    """The rank of a list of vectors, by exact Gaussian elimination."""
-    rows = [[Fraction(x) for x in v] for v in vectors]
+    """The rank of a list of integer vectors, by fraction-free Gaussian elimination."""
+    rows = [list(v) for v in vectors]
     found = 0
     for col in range(len(rows[0]) if rows else 0):
         pivot = next((r for r in range(found, len(rows)) if rows[r][col]), None)
         if pivot is None:
             continue
         rows[found], rows[pivot] = rows[pivot], rows[found]
+        top = rows[found]
         for r in range(found + 1, len(rows)):
             if rows[r][col]:
-                factor = rows[r][col] / rows[found][col]
-                rows[r] = [x - factor * y for x, y in zip(rows[r], rows[found], strict=True)]
+                a, b = top[col], rows[r][col]
+                rows[r] = [a * x - b * y for x, y in zip(rows[r], top, strict=True)]
         found += 1
     return found
 
@@ -71,20 +72,22 @@ class Cone:
         """The extreme rays, as coprime integer vectors (none when the cone is {0})."""
         d = self.dimension
         processed = self.inequalities[:d]  # the orthant: x_k >= 0, its rays the unit vectors
-        rays = list(processed)
+        rays = processed
         for h in self.inequalities[d:]:
-            values = [dot(h, r) for r in rays]
-            keep = [r for r, value in zip(rays, values, strict=True) if value >= 0]
-            ups = [(r, value) for r, value in zip(rays, values, strict=True) if value > 0]
-            downs = [(r, value) for r, value in zip(rays, values, strict=True) if value < 0]
-            for up, a in ups:
-                for down, b in downs:
-                    if _adjacent(up, down, processed, d):  # a > 0 > b: a*down - b*up is on h
-                        pair = zip(up, down, strict=True)
-                        keep.append(primitive([a * y - b * x for x, y in pair]))
-            rays = list(dict.fromkeys(keep))
+            rays = _cut(rays, processed, h, d)
             processed = (*processed, h)
-        return tuple(rays)
+        return rays
+
+    def cut(self, inequality) -> Cone:
+        """This cone cut by ``inequality.x >= 0``, its rays found from this cone's; the
+        cone itself when every ray already meets the inequality."""
+        h = primitive(inequality)
+        if all(dot(h, r) >= 0 for r in self.rays):
+            return self
+        cone = Cone(self.dimension)
+        cone.inequalities = (*self.inequalities, h)
+        cone.rays = _cut(self.rays, self.inequalities, h, self.dimension)
+        return cone
 
     @cached_property
     def rank(self) -> int:
@@ -114,7 +117,10 @@ class Cone:
         )
 
     def __and__(self, other: Cone) -> Cone:
-        return Cone(self.dimension, self.inequalities + other.inequalities)
+        cone = self
+        for h in other.inequalities[other.dimension :]:
+            cone = cone.cut(h)
+        return cone
 
 
 def hull(dimension: int, rays) -> Cone:
@@ -132,6 +138,21 @@ def hull(dimension: int, rays) -> Cone:
 def _fold(h: Vector, d: int) -> Vector:
     """The inequality h+ - h- of a lifted vector (h+, h-)."""
     return tuple(a - b for a, b in zip(h[:d], h[d:], strict=True))
+
+
+def _cut(rays, inequalities, h, d: int) -> tuple[Vector, ...]:
+    """One step of the double description method: the rays of the cone with extreme rays
+    ``rays`` and inequalities ``inequalities``, cut by ``h.x >= 0``."""
+    values = [dot(h, r) for r in rays]
+    keep = [r for r, value in zip(rays, values, strict=True) if value >= 0]
+    ups = [(r, value) for r, value in zip(rays, values, strict=True) if value > 0]
+    downs = [(r, value) for r, value in zip(rays, values, strict=True) if value < 0]
+    for up, a in ups:
+        for down, b in downs:
+            if _adjacent(up, down, inequalities, d):  # a > 0 > b: a*down - b*up is on h
+                pair = zip(up, down, strict=True)
+                keep.append(primitive([a * y - b * x for x, y in pair]))
+    return tuple(dict.fromkeys(keep))
 
 
 def _adjacent(a: Vector, b: Vector, inequalities, d: int) -> bool:

@@ -16,6 +16,8 @@ conjunction of conditions.
 
 from __future__ import annotations
 
+from fractions import Fraction
+from math import lcm
 from typing import NamedTuple
 
 import sympy as sp
@@ -37,24 +39,53 @@ def _difference(a, b) -> tuple:
 
 def _region(inside: Cone, form, others) -> Cone | None:
     """Where ``form`` is >= each of ``others`` within ``inside``, if full-dimensional."""
-    cone = inside & Cone(inside.dimension, [_difference(form, o) for o in others if o != form])
+    cone = inside
+    for other in others:
+        if other != form:
+            cone = cone.cut(_difference(form, other))
     return cone if cone.rays and cone.rank == inside.dimension else None
 
 
-def undominated(space: CostSpace, forms) -> list:
-    """The forms (over ``space.free``) that no other one dominates under the conditions;
-    of forms equal on the whole cone, the first."""
-    forms = list(dict.fromkeys(tuple(f) for f in forms))
-    keys = [tuple(dot(f, r) for r in space.cone.rays) for f in forms]
-    return [
-        f
-        for i, (f, k) in enumerate(zip(forms, keys, strict=True))
-        if not any(
-            all(a >= b for a, b in zip(o, k, strict=True)) and (o != k or j < i)
-            for j, o in enumerate(keys)
-            if j != i
-        )
-    ]
+def envelope(inside: Cone, forms) -> list[tuple[tuple, Cone]]:
+    """The forms that are the Max of ``forms`` on a full-dimensional part of ``inside``
+    (a full-dimensional cone), each with that part.
+
+    Few forms of a long Max are ever the largest, so they are found from the top: with
+    ``top`` the forms found so far, each one's region within ``top`` is computed, and a
+    form larger than ``top``'s Max at one of those regions' rays joins ``top``. When no
+    ray shows one, ``Max(top)`` is ``Max(forms)`` on the whole of ``inside`` (each region
+    is spanned by its rays, and the forms are linear), and the regions are the pieces.
+    """
+    originals = list(dict.fromkeys(tuple(f) for f in forms))
+    scale = lcm(*(Fraction(x).denominator for f in originals for x in f))
+    ints = [tuple(int(x * scale) for x in f) for f in originals]  # same order, integers
+
+    def best(x) -> int:
+        return max(range(len(ints)), key=lambda k: (dot(ints[k], x), ints[k]))
+
+    first = best([sum(xs) for xs in zip(*inside.rays, strict=True)])  # an interior point
+    regions = {first: inside}  # form index -> where it is the Max of the forms in regions
+    checked: set = set()  # rays where no form beats the Max of those found
+    while True:
+        beyond = None
+        for a, region in regions.items():
+            for r in region.rays:
+                if r not in checked:
+                    top = best(r)
+                    if dot(ints[top], r) > dot(ints[a], r):
+                        beyond = top
+                        break
+                    checked.add(r)
+            if beyond is not None:
+                break
+        if beyond is None:
+            found = [(originals[a], region) for a, region in regions.items()]
+            return [(f, region) for f, region in found if region.rank == inside.dimension]
+        new = inside
+        for a in list(regions):
+            new = new.cut(_difference(ints[beyond], ints[a]))
+            regions[a] = regions[a].cut(_difference(ints[a], ints[beyond]))
+        regions[beyond] = new
 
 
 def condition_of(space: CostSpace, cone: Cone) -> sp.Basic:
@@ -64,28 +95,21 @@ def condition_of(space: CostSpace, cone: Cone) -> sp.Basic:
 
 
 def pieces(space: CostSpace, forms) -> tuple[Piece, ...]:
-    """Each form with the region (beyond the stated conditions) where it is the Max;
-    forms that are the Max only on a boundary are left out."""
-    found = []
-    for form in forms:
-        region = _region(space.cone, form, forms)
-        if region is not None:
-            found.append(Piece(space.expr(form), condition_of(space, region)))
+    """Each form that is the Max on a full-dimensional region of the stated conditions'
+    cone, with that region (beyond the stated conditions), in sympy's order of forms."""
+    found = [Piece(space.expr(a), condition_of(space, r)) for a, r in envelope(space.cone, forms)]
     return tuple(sorted(found, key=lambda piece: sp.default_sort_key(piece.expr)))
 
 
-def _matches(space: CostSpace, inside: Cone, forms, formula) -> list[Cone] | None:
+def _matches(inside: Cone, forms, formula) -> list[Cone] | None:
     """The parts of ``inside`` where Max(formula) equals Max(forms), each a cone; None
     when they cover ``inside`` entirely."""
     parts, whole = [], True
-    for form in forms:
-        region = _region(inside, form, forms)
-        if region is None:
-            continue
-        part = _region(region, form, formula) if form in formula else None
+    for form, region in envelope(inside, forms):
         whole = (
             whole and form in formula and all(region.holds(_difference(form, g)) for g in formula)
         )
+        part = _region(region, form, formula) if form in formula else None
         if part is not None:
             parts.append(part)
     return None if whole else parts
@@ -97,11 +121,11 @@ def matching_region(space: CostSpace, forms, formula) -> sp.Basic:
     boundaries), else a conjunction of relations, or a disjunction of them when the
     region is not convex."""
     formula = [tuple(g) for g in formula]
-    parts = _matches(space, space.cone, forms, formula)
+    parts = _matches(space.cone, forms, formula)
     if parts is None:
         return sp.true
     if len(parts) > 1:
         joined = space.cone & hull(space.cone.dimension, [r for p in parts for r in p.rays])
-        if _matches(space, joined, forms, formula) is None:
+        if _matches(joined, forms, formula) is None:
             return condition_of(space, joined)
     return sp.Or(*(condition_of(space, part) for part in parts))
