@@ -246,7 +246,7 @@ def test_every_argument_of_the_max_is_the_makespan_somewhere():
         values = {t: t.subs({t_f: F, t_i: I, t_w: W}) for t in terms}
         top = max(values, key=values.get)
         assert sorted(values.values())[-2] < values[top]  # strictly the longest there
-        assert simulated(zb_h2(4, 8), F, I, W) == values[top]
+        assert simulated(zb_h2(4, 8), F, I, W) == float(values[top])
         longest.add(top)
     assert longest == terms
 
