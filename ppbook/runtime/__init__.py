@@ -13,6 +13,9 @@ Importing this package imports nothing heavy; import the module you need:
 - :mod:`~ppbook.runtime.result`: :class:`RunResult` (timelines, loss, gradients);
 - :mod:`~ppbook.runtime.reference`: the same model in one process, and the comparison;
 - :mod:`~ppbook.runtime.measure`: measured costs, and measured against simulated;
+- :mod:`~ppbook.runtime.torch_import`: :func:`from_pytorch`, PyTorch's schedule classes as
+  ppbook schedules (no processes);
+- :mod:`~ppbook.runtime.torch_engine`: ``engine="torch"``, a schedule run on PyTorch's engine;
 - :mod:`~ppbook.cli.run`: ``ppbook run``.
 
 Inside a rank: :mod:`~ppbook.runtime.context` (process group, devices, loopback),
