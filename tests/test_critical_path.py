@@ -8,6 +8,8 @@ from fractions import Fraction
 
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ppbook.critical_path
 from ppbook.costs import Costs
@@ -62,6 +64,22 @@ def test_the_symbolic_makespan_is_the_simulators_at_random_costs(
         assert float(with_pair_time.xreplace(at)) == pytest.approx(expected, rel=1e-12)
         expected = simulated(schedule, F, I, W, None, comm)
         assert float(with_two_passes.xreplace(at)) == pytest.approx(expected, rel=1e-12)
+
+
+@settings(max_examples=20)
+@given(
+    name=st.sampled_from(["gpipe", "1f1b", "zb-h1", "zb-v"]),
+    stages=st.integers(2, 4),
+    microbatches=st.integers(1, 6),
+    costs=st.tuples(*[st.fractions(Fraction(1, 4), 4, max_denominator=4)] * 3),
+    comm=st.fractions(0, 2, max_denominator=3),
+)
+def test_any_small_schedule_agrees_with_the_simulator(name, stages, microbatches, costs, comm):
+    schedule = build(name, stages, microbatches)
+    F, I, W = costs  # noqa: E741
+    at = {t_f: F, t_i: I, t_w: W, t_b: I + W, c: comm}
+    expected = simulated(schedule, F, I, W, None, comm)
+    assert float(makespan_expression(schedule).xreplace(at)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_conditions_prune_what_they_make_shorter_and_keep_the_value():

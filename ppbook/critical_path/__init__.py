@@ -73,9 +73,10 @@ _OVERLAPS = ("FB", "F+B")
 class Makespan:
     """A schedule's makespan as the Max of its longest paths, under stated conditions.
 
-    ``terms`` are the lengths (linear forms in ``symbols``) of the paths that no other
-    path dominates under ``conditions``; ``expr`` is their Max. ``space`` is the
-    :class:`~.space.CostSpace` the forms live in (``forms``: their coefficients).
+    ``terms`` are the lengths (linear forms in ``symbols``) of the paths that are the
+    longest on some region of the costs that meet ``conditions`` (of full dimension);
+    ``expr`` is their Max. ``space`` is the :class:`~.space.CostSpace` the forms live in
+    (``forms``: their coefficients).
     """
 
     def __init__(self, schedule: Schedule, space: CostSpace, forms):
@@ -147,7 +148,7 @@ def makespan_expression(schedule: Schedule, conditions=(), **options) -> sp.Expr
 
 def simplify_under(expr: sp.Expr, conditions=()) -> sp.Expr:
     """``expr``, a Max of linear forms in the costs (sums and positive multiples of them
-    too), with every form that another dominates under ``conditions`` dropped: under
+    too), with every form that is the Max nowhere under ``conditions`` dropped: under
     "W <= F" and "I >= 2W", ``Max(4*t_f + 4*t_i + t_w, 4*t_f + 3*t_i + 3*t_w)`` is
     ``4*t_f + 4*t_i + t_w``. An equality condition substitutes (``"I = F"``)."""
     space = _space_of(expr, conditions)
