@@ -113,3 +113,15 @@ def test_a_class_missing_from_this_torch_names_the_release_that_has_it(monkeypat
     monkeypatch.delattr(schedules, "ScheduleDualPipeV")
     with pytest.raises(ValueError, match=r"ScheduleDualPipeV needs torch >= 2\.9, but this is"):
         from_pytorch("ScheduleDualPipeV", 2, 4)
+
+
+def test_an_exported_order_that_deadlocks_is_refused_naming_the_stuck_ranks(monkeypatch):
+    # Rank 0 waits in 0B0 for rank 1's 1B0; rank 1 waits in 1F1 for rank 0's 0F1, after 0B0.
+    rows = [["0F0", "0B0", "0F1", "0B1"], ["1F1", "1F0", "1B0", "1B1"]]
+    order = {r: [schedules._Action.from_str(a) for a in row] for r, row in enumerate(rows)}
+    monkeypatch.setattr(schedules.ScheduleGPipe, "_get_pipeline_order", lambda self: order)
+    with pytest.raises(ValueError) as info:
+        from_pytorch("ScheduleGPipe", 2, 2)
+    message = str(info.value)
+    assert message.startswith("PyTorch's exported order of ScheduleGPipe(p=2, m=2, v=1) is")
+    assert "deadlock" in message and "\n" not in message

@@ -6,8 +6,9 @@ micro-batches m alone. :func:`from_pytorch` builds one with stand-in stages (the
 attributes a constructor reads; no process group, no model), takes its ``pipeline_order``
 in PyTorch's CSV form, reads it with :func:`ppbook.pytorch_csv.read_csv_text` (which drops
 PyTorch's communication and ``REDUCE_GRAD`` actions and says so in ``Schedule.notes``)
-and validates it with :func:`ppbook.validate.validate`. An invalid order is a one-line
-ValueError that quotes the validator.
+and validates it (:func:`ppbook.validate.validate`, through the simulator, which also
+finds an order that deadlocks). An invalid order is a one-line ValueError that quotes
+the validator.
 
 One order PyTorch exports is invalid (torch 2.13): ``Schedule1F1B``'s ``pipeline_order``
 (what ``_dump_csv`` writes; its runtime loop, ``_step_microbatches``, is right). On the
@@ -31,14 +32,14 @@ import types
 from ppbook.checks import as_count, shown
 from ppbook.pytorch_csv import read_csv_text
 from ppbook.schedule import Schedule
-from ppbook.validate import validate
+from ppbook.simulate import simulate
 
 SINCE = {
     "ScheduleGPipe": "2.4",  # torch.distributed.pipelining's first release (pytorch#124776)
     "Schedule1F1B": "2.4",
     "ScheduleInterleaved1F1B": "2.4",
     "ScheduleLoopedBFS": "2.4",
-    "ScheduleInterleavedZeroBubble": "2.5",  # ZB1P; pytorch#137783 folded in its sibling
+    "ScheduleInterleavedZeroBubble": "2.5",  # ZB1P, beside ScheduleFlexibleInterleaved1F1B
     "ScheduleZBVZeroBubble": "2.6",  # pytorch#138444, November 2024
     "ScheduleDualPipeV": "2.9",  # pytorch#159591, August 2025
 }
@@ -74,7 +75,8 @@ def from_pytorch(
     number of stages per rank: 1 for GPipe and 1F1B, 2 for ZB-V and DualPipeV (the
     defaults), any v >= 1 for the looped classes (default 2). Raises a one-line ValueError
     when the class is unknown or missing from this torch, when PyTorch refuses the counts,
-    or when the order it exports is not a valid schedule (the validator's message).
+    or when the order it exports is not a valid schedule (the validator's message) or
+    cannot finish (the simulator names the stuck ranks).
     """
     name = (
         schedule_class
@@ -111,7 +113,7 @@ def from_pytorch(
             num_microbatches=m,
             stage_to_rank=[mapping[s] for s in range(p * v)],
         )
-        validate(schedule)
+        simulate(schedule)  # validates (ppbook.validate), and finds an order that deadlocks
     except ValueError as exc:
         raise ValueError(
             f"PyTorch's exported order of {label} is invalid: {_one_line(exc)}"
