@@ -38,6 +38,7 @@ def check_controls(box: widgets.Box) -> None:
 
 def check_picture(image: widgets.Image, width_px: int = 750) -> None:
     """Shown at its declared width (at most the column's), drawn at twice its pixels."""
-    assert image.layout.width == f"{width_px}px" and image.layout.max_width == "100%"
+    assert image.layout.width == f"{width_px}px"
+    assert image.layout.max_width == "calc(100% - 4px)"  # the column less the margins
     assert image.layout.display is None and image.layout.visibility == "visible"
     assert png_size(bytes(image.value))[0] == 2 * width_px

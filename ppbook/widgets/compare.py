@@ -109,20 +109,20 @@ def comparison_html(rows: list[Row], current: str) -> str:
         "peak activations",
     )
     cell = "style='padding:0 8px;text-align:right'"
+    first = "style='padding:0 8px;text-align:left;white-space:nowrap'"
     lines = ["<tr>" + "".join(f"<th {cell}>{h}</th>" for h in heads) + "</tr>"]
     unit = "time unit"
     for row in rows:
         name = html.escape(row.schedule)
         if row.timeline is None:
             why = html.escape(row.refusal.split(";")[0])
-            values = f"<td {cell}>{name}</td><td colspan='6' style='padding:0 8px'>{why}</td>"
+            values = f"<td {first}>{name}</td><td colspan='6' style='padding:0 8px'>{why}</td>"
         else:
             t = row.timeline
             unit = t.time_unit
             v = t.schedule.num_stages / t.num_ranks
             peak = max(t.peak_activations(rank) for rank in range(t.num_ranks))
             shown = (
-                name,
                 f"{v:g}",
                 f"{t.makespan:.4g}",
                 f"{t.bubble_fraction:.3f}",
@@ -130,7 +130,7 @@ def comparison_html(rows: list[Row], current: str) -> str:
                 f"{t.zb_bubble_rate:.3f}",
                 f"{peak:.3g}",
             )
-            values = "".join(f"<td {cell}>{s}</td>" for s in shown)
+            values = f"<td {first}>{name}</td>" + "".join(f"<td {cell}>{s}</td>" for s in shown)
         weight = "font-weight:bold;" if row.schedule == current else ""
         lines.append(f"<tr style='{weight}'>{values}</tr>")
     note = (

@@ -30,6 +30,9 @@ CONTROL_WIDTH = 370
 DESCRIPTION_WIDTH = 110
 """Width of a control's label, in px: fits "micro-batches m" and "memory limit K"."""
 
+FIT_COLUMN = "calc(100% - 4px)"
+"""A picture's largest width: the column less the 2 px margins ipywidgets puts on each side."""
+
 TEXT = "font-family:monospace;line-height:1.4"
 """The style of a readout's text: monospace, lines closer than a widget row's 28 px."""
 
@@ -51,7 +54,7 @@ def control_rows(controls) -> widgets.HBox:
     """The controls in rows that wrap: as many per row as the column has room for."""
     return widgets.HBox(
         [fit_control(control) for control in controls],
-        layout=widgets.Layout(flex_flow="row wrap", width="100%"),
+        layout=widgets.Layout(flex_flow="row wrap"),
     )
 
 
@@ -60,7 +63,7 @@ def picture(figure: Figure) -> widgets.Image:
     width, _ = display_size(figure)
     return widgets.Image(
         format="png",
-        layout=widgets.Layout(width=f"{width}px", max_width="100%", height="auto"),
+        layout=widgets.Layout(width=f"{width}px", max_width=FIT_COLUMN, height="auto"),
     )
 
 
@@ -85,4 +88,4 @@ def hide_picture(image: widgets.Image) -> None:
 
 def readout(min_height: str = "0") -> widgets.HTML:
     """An HTML readout; ``min_height`` keeps its space when a refusal is shorter."""
-    return widgets.HTML(layout=widgets.Layout(min_height=min_height, width="100%"))
+    return widgets.HTML(layout=widgets.Layout(min_height=min_height))
