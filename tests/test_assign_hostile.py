@@ -134,3 +134,17 @@ def test_no_isolation_leaves_a_process_behind(mode, tmp_path):
     if not _works(mode) or mode == sandbox.choose().mode:
         pytest.skip(f"{mode} does not work here or is the default (tested above)")
     _grade_hostile(FIXTURES / "hostile" / "processes.ipynb", tmp_path, mode)
+
+
+def test_the_fixture_notebooks_are_never_run_as_tests_outside_the_sandbox():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["--nbval", str(FIXTURES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "no tests collected" in done.stdout, done.stdout[-500:]
