@@ -11,6 +11,8 @@ allocation and a flood of output. Limits are short here so the file runs in unde
 
 import hashlib
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -137,9 +139,6 @@ def test_no_isolation_leaves_a_process_behind(mode, tmp_path):
 
 
 def test_the_fixture_notebooks_are_never_run_as_tests_outside_the_sandbox():
-    import subprocess
-    import sys
-
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
         + ["--nbval", str(FIXTURES)],
