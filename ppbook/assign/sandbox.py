@@ -1,11 +1,13 @@
-"""The walls around a graded notebook's kernel: which isolation this machine allows, the
-command that starts a process inside it, and the clean-up that leaves nothing behind.
+"""The walls around a graded notebook's kernel: which isolation this machine allows and the
+command that starts a process inside it.
 
 Four modes, the strongest this machine allows is chosen (:func:`choose`):
 
 - ``bwrap``: bubblewrap (found on ``PATH`` and working): a read-only view of the whole file
   system with only the temporary copy writable, a private ``/dev/shm``, its own PID
-  namespace (every process dies with the kernel); as root also an unprivileged user.
+  namespace (every process dies with the kernel); as root also an unprivileged user. A
+  folder others cannot enter on the way to Python (``/root`` for ``/root/.pyenv``) is
+  replaced by an empty one that shows only the interpreter's folders (:func:`passages`).
 - ``unshare``: the same walls built with util-linux ``unshare`` (mount and PID namespaces;
   every mount but the copy remounted read-only); as root also an unprivileged user, as
   another user inside a user namespace of its own.
@@ -42,7 +44,8 @@ from ppbook.assign.processes import processes_of, user_threads
 
 MODES = ("bwrap", "unshare", "user", "none")
 FIRST_UID = 61_000
-"""Sandbox uids are searched from here: the first with no account and no process is used."""
+"""Sandbox uids are searched from here (plus the grader's pid modulo 1000, so that graders
+running at once start apart): the first with no account and no process is used."""
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
