@@ -129,7 +129,11 @@ def sizing(values: dict) -> Expected:
     )
     recompute = values["recompute"] if values["recompute"] in RECOMPUTE else None
     result = size(
-        MODEL_CARDS[values["model"]], int(values["global batch"]), hardware, recompute=recompute
+        MODEL_CARDS[values["model"]],
+        int(values["global batch"]),
+        hardware,
+        recompute=recompute,
+        top=1,
     )
     if result.best is None:
         return Expected({}, refusal="no configuration fits")
@@ -148,7 +152,8 @@ RULES = {
 def widget_modules(code: str) -> dict[str, str]:
     """``{constructor name: ppbook.widgets module}`` from a notebook's imports."""
     found = {}
-    for module, names in re.findall(r"from ppbook\.widgets\.(\w+) import ([\w, ()\n]+)", code):
+    imports = re.findall(r"from ppbook\.widgets\.(\w+) import (\([^)]*\)|[^\n]+)", code)
+    for module, names in imports:
         for name in re.split(r"[\s,()]+", names):
             if name:
                 found[name] = module

@@ -32,13 +32,16 @@ CONTROLS = """root => [...root.querySelectorAll('.widget-slider, .widget-dropdow
   .map(e => {
     const label = (e.querySelector('.widget-label')?.textContent || '').trim();
     const select = e.querySelector('select');
-    if (select) return {label, kind: 'dropdown', value: select.selectedOptions[0]?.textContent};
+    if (select) {  // ipywidgets writes option labels with no-break spaces
+      const value = (select.selectedOptions[0]?.textContent || '').replace(/\u00a0/g, ' ');
+      return {label, kind: 'dropdown', value};
+    }
     const handle = e.querySelector('.noUi-handle');
     const readout = (e.querySelector('.widget-readout')?.textContent || '').trim();
-    const now = Number(handle.getAttribute('aria-valuenow'));
+    // aria-valuetext holds the value itself; noUiSlider rounds aria-valuenow to one decimal
+    const value = Number(handle.getAttribute('aria-valuetext'));
     return {
-      label, kind: 'slider', readout,
-      value: readout.includes('.') ? now : Math.round(now),
+      label, kind: 'slider', readout, value,
       min: Number(handle.getAttribute('aria-valuemin')),
       max: Number(handle.getAttribute('aria-valuemax')),
       disabled: e.querySelector('.noUi-target').hasAttribute('disabled'),
@@ -102,7 +105,7 @@ def cell_errors(page) -> list[str]:
 
 def widget_text(widget) -> str:
     """The widget's readout: the text of its HTML parts, whitespace collapsed."""
-    parts = widget.locator(".widget-html-content").all_text_contents()
+    parts = widget.locator(".widget-html-content").all_inner_texts()  # table cells apart
     return " ".join(" ".join(parts).split())
 
 

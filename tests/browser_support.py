@@ -9,6 +9,7 @@ protocol by Playwright from PyPI (never ``playwright install``: Debian's ``chrom
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import shutil
@@ -41,6 +42,16 @@ def widget_notebooks() -> list[str]:
         if WIDGET_IMPORT in code or path.name.startswith("00_"):
             found.append(relative)
     return found
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Run in the child before it starts: SIGTERM when the test process dies, even killed
+    (a killed pytest runs no finalizers). Linux only; elsewhere the finalizers do it."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -98,7 +109,12 @@ class LabServer:
             command.append("--allow-root")
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
             )
 
     def url(self, path: str) -> str:
@@ -157,6 +173,7 @@ class Chromium:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
 
     def endpoint(self, timeout: float = 30) -> str:

@@ -50,7 +50,7 @@ pytestmark = pytest.mark.browser
 WIDTH, HEIGHT = 1280, 800
 MIN_TRACK = 150  # px: a slider a reader can drag
 MIN_SHOWN = 0.8  # of the size a figure declares
-WAIT = 15  # s for a readout to show a slider's new value
+WAIT = 10  # s for a readout to show a slider's new value
 ROUND_TRIPS: list[float] = []
 
 
@@ -66,9 +66,13 @@ def lab(request, tmp_path_factory):
         pytest.skip("no `chromium` on PATH (Debian: apt-get install -y chromium); not run")
     playwright = pytest.importorskip("playwright.sync_api", reason="Playwright not installed")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
 
     def say(line: str) -> None:
-        if reporter is not None:
+        """Print past pytest's capture: timings and the screenshots' folder always show."""
+        if reporter is None or capture is None:
+            return
+        with capture.global_and_fixture_disabled():
             reporter.write_line(line)
 
     shots = Path(os.environ.get("PPBOOK_SHOTS") or tempfile.mkdtemp(prefix="ppbook-shots-"))
@@ -109,7 +113,9 @@ def test_notebook_reads_well_in_jupyterlab(lab, notebook):
     problems += [f"a cell shows an error: {error}" for error in cell_errors(page)]
     if page.get_by_text(WIDGET_ERROR).count():
         problems.append(f"a widget shows {WIDGET_ERROR!r}")
+    measured = time.monotonic()
     problems += figure_problems(lab, stem)
+    figures = time.monotonic() - measured
     code = "\n".join(
         "".join(cell["source"])
         for cell in json.loads((NOTEBOOKS / notebook).read_text())["cells"]
@@ -119,12 +125,14 @@ def test_notebook_reads_well_in_jupyterlab(lab, notebook):
     widgets = page.locator(WIDGET_OUTPUT).all()
     if modules and not widgets:
         problems.append(f"imports {sorted(modules)} but shows no widget")
+    moved = time.monotonic()
     for index, widget in enumerate(widgets):
         problems += widget_problems(lab, widget, modules, f"{stem}_widget{index}")
+    moved = time.monotonic() - moved
     lab.server.shut_down_kernels()
     lab.say(
-        f"browser test: {notebook}: Run All {ran:.1f} s, checked in "
-        f"{time.monotonic() - started:.1f} s, {len(widgets)} widget(s), "
+        f"browser test: {notebook}: {time.monotonic() - started:.1f} s (Run All {ran:.1f} s, "
+        f"figures {figures:.1f} s, {len(widgets)} widget(s) {moved:.1f} s), "
         f"{len(problems)} problem(s)"
     )
     assert not problems, f"{notebook} at {WIDTH} x {HEIGHT} (screenshots in {lab.shots}):\n" + (
@@ -140,10 +148,10 @@ def figure_problems(lab: Lab, stem: str) -> list[str]:
         size = img.evaluate(FIGURE)
         if size["hidden"] or not size["declared"]:
             continue
-        img.screenshot(path=str(lab.shots / f"{stem}_figure{index}.png"))
         if size["shown"] < MIN_SHOWN * size["declared"]:
+            img.screenshot(path=str(lab.shots / f"{stem}_figure{index}.png"))
             problems.append(
-                f"figure {index} shown {size['shown']:.0f} px wide, "
+                f"figure {index} ({stem}_figure{index}.png) shown {size['shown']:.0f} px wide, "
                 f"{size['shown'] / size['declared']:.0%} of the {size['declared']:.0f} px it "
                 f"declares by {size['how']} ({size['natural']} px of image)"
             )
@@ -212,23 +220,29 @@ def value_of(widget, label: str) -> str:
 
 
 def readout_problem(page, widget, rule, moved: str, pressed: float, before=None) -> str | None:
-    """Wait until the readout shows what ``rule`` computes; then check the picture."""
+    """Wait until the readout shows what ``rule`` computes for the controls as they read
+    now (a control may settle after another moved); then check the picture."""
+    computed: dict[tuple, object] = {}
     text, expected = "", None
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
-        try:
-            expected = rule(controls_by_symbol(widget.evaluate(CONTROLS)))
-        except KeyError as missing:
-            labels = [c["label"] for c in widget.evaluate(CONTROLS)]
-            return f"the rule needs a control {missing} and the widget shows {labels}"
+        controls = widget.evaluate(CONTROLS)
+        values = controls_by_symbol(controls)
+        key = tuple(sorted(values.items()))
+        if key not in computed:
+            try:
+                computed[key] = rule(values)
+            except KeyError as missing:
+                labels = [c["label"] for c in controls]
+                return f"the rule needs a control {missing} and the widget shows {labels}"
+        expected = computed[key]
         text = widget_text(widget)
         if expected.refusal is not None:
             done = " ".join(expected.refusal.split()) in text
         else:
             done = all(shows(text, value) for value in expected.numbers.values())
-        sources = picture_sources(widget)
-        changed = before is None or sources != before["sources"] or expected.refusal is not None
-        if done and changed:
+            done = done and (before is None or picture_sources(widget) != before["sources"])
+        if done:
             break
         time.sleep(0.05)
     else:
