@@ -3,10 +3,12 @@ wait (used by :mod:`ppbook.assign.grade`).
 
 The kernel is ``python -m ipykernel_launcher -f CONNECTION`` behind the sandbox's command
 (:func:`ppbook.assign.sandbox.command`), started in a process group of its own, with a clean
-environment whose home and temporary folder lie in the writable work folder; it listens on
-127.0.0.1 only. Outputs are read from the IOPub channel through sockets that refuse messages
-over :data:`MAX_MESSAGE_BYTES`, and at most :data:`MAX_OUTPUT_CHARS` characters of a cell's
-output are kept, so a submission that prints without end cannot fill the grader's memory.
+environment whose home and temporary folder lie in the writable scratch folder; it listens
+on 127.0.0.1 only. The grader starts this process itself (no kernelspec, no KernelManager)
+so that it holds the process group to kill and decides the whole environment. Outputs are
+read from the IOPub channel through sockets that refuse messages over
+:data:`MAX_MESSAGE_BYTES`, and at most :data:`MAX_OUTPUT_CHARS` characters of a cell's output
+are kept, so a submission that prints without end cannot fill the grader's memory.
 """
 
 from __future__ import annotations
