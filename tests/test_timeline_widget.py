@@ -20,7 +20,7 @@ from ppbook.widgets.compare import (  # noqa: E402
     microbatch_steps,
     stage_steps,
 )
-from ppbook.widgets.timeline import ScheduleExplorer, schedule_explorer  # noqa: E402
+from ppbook.widgets.timeline import ScheduleExplorer, _hint, schedule_explorer  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -125,6 +125,9 @@ def test_interleaving_makes_the_m_slider_step_by_p(explorer):
     p_slider = explorer.controls["num_stages"]
     assert (p_slider.min, p_slider.step, p_slider.value) == (2, 2, 6)
     assert (slider.min, slider.step, slider.value) == (12, 2, 12)
+    assert "dualpipe takes p even (the p slider steps by 2) and m even and at least 2p = 12" in (
+        explorer.readout.value
+    )
     explorer.update(schedule="gpipe")
     assert (p_slider.min, p_slider.step, slider.min, slider.step) == (1, 1, 1, 1)
 
@@ -312,3 +315,10 @@ def test_w_slider_only_for_schedules_that_split_the_backward(explorer):
     assert explorer.controls["W"].disabled
     explorer.update(schedule="zb-h1")
     assert not explorer.controls["W"].disabled
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_a_refusals_rule_names_no_command_line_flag(name):
+    state = {"schedule": name, "W": 1.0, "B": 2.0}
+    assert "--" not in _hint(state) and "default" not in _hint(state)
+    assert _hint(state).startswith(f"the rule of {name}: ")

@@ -54,13 +54,14 @@ def microbatch_note(schedule: str, p: int, top: int) -> str:
     low, step = microbatch_steps(schedule, p)
     if (low, step) == (1, 1):
         return ""
+    ranks = "p even (the p slider steps by 2) and " if stage_steps(schedule)[1] == 2 else ""
     last = low + (top - low) // step * step
     values = f"{low}, {low + step}, ..., {last}" if last > low + step else f"{low}..{last}"
     if step > 1:
         why = f"a multiple of p = {p}" if step == p else f"even and at least 2p = {2 * p}"
     else:
         why = f"at least {'2p-1' if schedule == 'zb-h2' else '2p'} = {low}"
-    return f"{schedule} takes m {why}: the m slider steps through {values}"
+    return f"{schedule} takes {ranks}m {why}: the m slider steps through {values}"
 
 
 def split_costs(schedule_name: str, split_backward: bool, state: dict) -> Costs:

@@ -28,6 +28,7 @@ ratio r = idle/compute (Megatron-LM, Ultra-Scale Playbook).
 from __future__ import annotations
 
 import html
+import re
 
 import ipywidgets as widgets
 
@@ -260,13 +261,16 @@ def _fit(slider: widgets.IntSlider, low: int, step: int, top: int) -> None:
 
 
 def _hint(state: dict) -> str:
-    """A value the controls can reach that the schedule takes."""
+    """A value the controls can reach that the schedule takes, or the schedule's rule
+    (its clauses about command-line flags left out)."""
     if state["W"] > state["B"]:
         return (
             f"W is the part of B that runs as its own pass: move W to at most "
             f"B = {state['B']:g}, or B to at least W = {state['W']:g}"
         )
-    return f"the rule of {state['schedule']}: {SCHEDULES[state['schedule']].paper}"
+    rule = re.sub(r"\s*\([^()]*--[^()]*\)", "", SCHEDULES[state["schedule"]].rule)
+    clauses = [clause.strip() for clause in rule.split(";") if "--" not in clause]
+    return f"the rule of {state['schedule']}: {'; '.join(clauses)}"
 
 
 def _metrics_html(timeline: Timeline, peaks: list[float], note: str) -> str:
