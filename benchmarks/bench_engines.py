@@ -2,17 +2,20 @@
 
 For GPipe, 1F1B, interleaved 1F1B and ZB-H1 on 2 CPU processes (one torch thread each,
 gloo on loopback), runs the same MLP, micro-batches and schedule on both engines
-(``RunConfig(engine="ppbook")`` and ``engine="torch"``: :mod:`ppbook.runtime.torch_engine`),
-alternating ppbook, torch, ppbook, torch, ... in one set of processes so that both see
-the same machine, and prints for each schedule:
+(``RunConfig(engine="ppbook")`` and ``engine="torch"``: :mod:`ppbook.runtime.torch_engine`)
+in one set of processes, in rounds: each round runs every schedule on ppbook's runtime
+and right after on PyTorch's, so that a pair sees the same load on a shared machine.
+For each schedule it prints:
 
-- the median step time (makespan, first action's start to last action's end) of every
-  step after each run's warm-up step, per engine, and ppbook's over PyTorch's (target:
-  1.10 or below: ppbook's runtime within 10 % of PyTorch's engine, or faster);
-- where the time goes: the mean time of a forward (F), a backward (B, or I + W for ZB-H1)
-  on each engine, and the idle share of the step (the bubble fraction f = idle / total).
-  Equal compute with different idle time points at communication and scheduling; different
-  compute points at the stage's forward and backward code.
+- the median step time (makespan, first action's start to last action's end) of the
+  steps after each run's warm-up step, per engine, and ppbook's over PyTorch's: the
+  median over the rounds of each pair's ratio of medians (target: 1.10 or below, ppbook's
+  runtime within 10 % of PyTorch's engine, or faster);
+- where the time goes: the compute of a step (the mean over ranks of the time spent in
+  F, B, I, W), ppbook's over PyTorch's in the same way, and the idle share of each
+  (bubble fraction f = idle / total). Equal compute with a different step time points at
+  waiting (communication, the engine's own work between actions); different compute
+  points at the stages' forward and backward code.
 
     .venv/bin/python benchmarks/bench_engines.py --rounds 5
 """
@@ -25,7 +28,6 @@ import sys
 
 from ppbook.runtime.config import RunConfig
 from ppbook.runtime.launch import launch_many
-from ppbook.runtime.measure import stage_times
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
 ENGINES = ("ppbook", "torch")
@@ -48,19 +50,25 @@ def config(args: argparse.Namespace, schedule: str, engine: str) -> RunConfig:
     )
 
 
-def mean_ms(times: dict, kinds: tuple[str, ...]) -> float:
-    """Mean duration in ms of one action of ``kinds`` (summed over kinds: I + W)."""
-    total = 0.0
-    for kind in kinds:
-        values = [t for per_stage in times[kind].values() for t in per_stage]
-        total += statistics.fmean(values) if values else 0.0
-    return total * 1e3
+def busy(timeline) -> float:
+    """Compute time of one step, in seconds: the mean over ranks of their busy time."""
+    return statistics.fmean(timeline.busy(rank) for rank in range(timeline.schedule.num_ranks))
+
+
+def paired(ours: list, theirs: list, measure) -> float:
+    """The median over rounds of ours over theirs, each the median of ``measure`` over a
+    run's steps: both runs of a round saw the same machine."""
+    ratios = [
+        statistics.median(map(measure, a)) / statistics.median(map(measure, b))
+        for a, b in zip(ours, theirs, strict=True)
+    ]
+    return statistics.median(ratios)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="runs per engine, alternating")
-    parser.add_argument("--steps", type=int, default=6, help="steps per run (first warms up)")
+    parser.add_argument("--rounds", type=int, default=8, help="runs per schedule and engine")
+    parser.add_argument("--steps", type=int, default=4, help="steps per run (first warms up)")
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--blocks", type=int, default=4, help="MLP blocks in all")
@@ -69,46 +77,41 @@ def main(argv: list[str] | None = None) -> int:
 
     configs = [
         config(args, name, engine)
-        for name in SCHEDULES
         for _ in range(args.rounds)
-        for engine in ENGINES  # alternating: ppbook, torch, ppbook, torch, ...
+        for name in SCHEDULES
+        for engine in ENGINES  # a pair: ppbook's runtime, then PyTorch's engine
     ]
-    steps: dict[tuple[str, str], list[float]] = {}
-    timelines: dict[tuple[str, str], list] = {}
+    runs: dict[tuple[str, str], list] = {}  # (schedule, engine) -> each round's timelines
     for c, result in zip(configs, launch_many(configs), strict=True):
-        key = (c.schedule, c.engine)
-        steps.setdefault(key, []).extend(result.step_times[1:])  # after the warm-up step
-        timelines.setdefault(key, []).extend(result.timelines[1:])
+        runs.setdefault((c.schedule, c.engine), []).append(result.timelines[1:])
 
     print(
         f"p = {NPROC} processes x 1 thread, gloo on loopback; MLP of {args.blocks} blocks "
         f"(Linear {args.hidden}->{4 * args.hidden}, Tanh, Linear back), m = "
         f"{args.microbatches} micro-batches of {args.microbatch_size}, float32; {args.rounds} "
-        f"runs per engine, alternating, {args.steps - 1} steps each after a warm-up step; "
-        "medians"
+        f"rounds, each schedule on both engines per round, {args.steps - 1} steps per run "
+        "after a warm-up step; medians"
     )
     print(
         f"{'schedule':16} {'ppbook ms':>9} {'torch ms':>9} {'ppbook/torch':>12} "
-        f"{'F ms pp/pt':>11} {'B ms pp/pt':>11} {'f pp/pt':>11}  ok"
+        f"{'compute pp/pt':>13} {'f pp/pt':>11}  ok"
     )
     failures = 0
     for name in SCHEDULES:
-        ours, theirs = (statistics.median(steps[(name, e)]) for e in ENGINES)
-        ratio = ours / theirs
-        backward = ("I", "W") if name.startswith("zb") else ("B",)
-        cells = []
-        for kinds in (("F",), backward):
-            pair = [mean_ms(stage_times(timelines[(name, e)]), kinds) for e in ENGINES]
-            cells.append(f"{pair[0]:5.2f}/{pair[1]:<5.2f}")
-        idle = [statistics.median(t.bubble_fraction for t in timelines[(name, e)]) for e in ENGINES]
+        ours, theirs = runs[(name, "ppbook")], runs[(name, "torch")]
+        step = [statistics.median(t.makespan for r in rs for t in r) for rs in (ours, theirs)]
+        ratio = paired(ours, theirs, lambda t: t.makespan)
+        compute = paired(ours, theirs, busy)
+        idle = [
+            statistics.median(t.bubble_fraction for r in rs for t in r) for rs in (ours, theirs)
+        ]
         ok = ratio <= TARGET
         failures += not ok
         print(
-            f"{name:16} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {ratio:12.3f} "
-            f"{cells[0]:>11} {cells[1]:>11} {idle[0]:5.3f}/{idle[1]:<5.3f}  "
-            f"{'yes' if ok else 'NO'}"
+            f"{name:16} {step[0] * 1e3:9.2f} {step[1] * 1e3:9.2f} {ratio:12.3f} "
+            f"{compute:13.3f} {idle[0]:5.3f}/{idle[1]:<5.3f}  {'yes' if ok else 'NO'}"
         )
-    print("pp: ppbook's runtime, pt: PyTorch's engine; B for ZB-H1 is I + W; f = idle / total")
+    print("pp: ppbook's runtime, pt: PyTorch's engine; compute: F, B, I, W time per rank and step")
     return 1 if failures else 0
 
 
