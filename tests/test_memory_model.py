@@ -308,7 +308,6 @@ def test_parameters_refuse_a_tensor_parallel_size_that_does_not_split_the_heads(
         memory.layer_parameters(SMALL, tp)
 
 
-
 def test_stage_costs_are_in_seconds_and_say_so():
     schedule = build("1f1b", 2, 2)
     costs = flops.stage_costs(schedule, SMALL, Parallel(), 1e12)
