@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 import time
 
-NEWS = "Would you like to get notified about Jupyter news?"
+NEWS = re.compile(r"notified about (official )?Jupyter news")
+"""JupyterLab 4.6 asks 'Would you like to get notified about official Jupyter news?'."""
+POP_UPS = ".jp-Dialog, .Toastify__toast"
+"""JupyterLab's dialogs and notification toasts: a reader's first start shows none."""
 WIDGET_ERROR = "Error displaying widget"
 STDERR = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 WIDGET_OUTPUT = ".jp-OutputArea-output:has(> .jupyter-widgets)"
@@ -95,6 +98,11 @@ def wait_for_widgets(page, timeout: float = 20) -> None:
           .every(e => e.textContent.trim() || e.querySelector('img, .jupyter-widgets'))""",
         timeout=timeout * 1000,
     )
+
+
+def pop_ups(page) -> list[str]:
+    """The text of every dialog or notification toast on the page."""
+    return [" ".join(t.split())[:200] for t in page.locator(POP_UPS).all_inner_texts()]
 
 
 def cell_errors(page) -> list[str]:
