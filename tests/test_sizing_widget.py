@@ -82,7 +82,7 @@ def test_moving_a_control_searches_again(calculator):
 
 
 def test_a_value_a_control_cannot_take_is_refused(calculator):
-    with pytest.raises(ValueError, match="gpus must be one of"):
+    with pytest.raises(ValueError, match="GPUs must be one of"):
         calculator.update(gpus=12)
     with pytest.raises(ValueError, match="utilisation must be in"):
         calculator.update(utilisation=0.9)

@@ -29,7 +29,8 @@ from ppbook.sizing_result import SizingResult
 from ppbook.timeline import Timeline
 from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
-from ppbook.widgets.layout import TEXT, control_rows, hide_picture, picture, readout, show_figure
+from ppbook.widgets.explorer import Explorer
+from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
 
 MODEL_CARDS = {
     "Megatron 1.7B (Table 1)": ModelShape(24, 2304, 24, 51200, 2048),
@@ -52,7 +53,7 @@ MAX_DRAWN = 30_000
 """Most actions drawn: a longer step is described, not drawn (drawing it takes minutes)."""
 
 
-class SizingCalculator(widgets.VBox):
+class SizingCalculator(Explorer):
     """Model, GPU, cluster size, global batch, recomputation and utilisation; the ranked
     options (``readout``) and the best one's step (``image`` of ``figure``).
 
@@ -70,7 +71,7 @@ class SizingCalculator(widgets.VBox):
         recompute: str = "search",
         utilisation: float = 0.5,
     ) -> None:
-        self.controls = {
+        controls = {
             "model": widgets.Dropdown(options=list(MODEL_CARDS), description="model"),
             "gpu": widgets.Dropdown(options=list(GPU_CARDS), description="GPU"),
             "gpus": widgets.Dropdown(options=[8, 16, 32, 64, 128, 256], description="GPUs"),
@@ -88,44 +89,19 @@ class SizingCalculator(widgets.VBox):
         self.axes = self.figure.add_axes((0.1, 0.14, 0.88, 0.8))
         self.result: SizingResult | None = None
         self.timeline: Timeline | None = None
-        self._holding = False
-        super().__init__([control_rows(self.controls.values()), self.readout, self.image])
-        self.update(
-            model=model,
-            gpu=gpu,
-            gpus=gpus,
-            global_batch=global_batch,
-            recompute=recompute,
-            utilisation=utilisation,
-        )
-        for control in self.controls.values():
-            control.observe(self._on_change, names="value")
-
-    @property
-    def state(self) -> dict:
-        """The controls' values, by the names :meth:`update` takes."""
-        return {name: control.value for name, control in self.controls.items()}
+        values = {
+            "model": model,
+            "gpu": gpu,
+            "gpus": gpus,
+            "global_batch": global_batch,
+            "recompute": recompute,
+            "utilisation": utilisation,
+        }
+        self._start(controls, [self.readout, self.image], values)
 
     def update(self, **values) -> SizingResult:
         """Set some controls (names as in :attr:`state`), then search and redraw once."""
-        unknown = set(values) - set(self.controls)
-        if unknown:
-            raise ValueError(
-                f"unknown control(s) {sorted(unknown)}; the controls are {list(self.controls)}"
-            )
-        self._holding = True
-        try:
-            for name, value in values.items():
-                control = self.controls[name]
-                options = getattr(control, "options", None)
-                if options is not None and value not in options:
-                    raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
-                if options is None and not control.min <= value <= control.max:
-                    raise ValueError(f"{name} must be in {control.min}..{control.max}, got {value}")
-                control.value = value
-        finally:
-            self._holding = False
-        self.refresh()
+        super().update(**values)
         return self.result
 
     def refresh(self) -> None:
@@ -157,10 +133,6 @@ class SizingCalculator(widgets.VBox):
             artist.remove()
         plot_timeline(self.timeline, axes, title=False, legend=False)
         show_figure(self.image, self.figure)
-
-    def _on_change(self, change) -> None:
-        if not self._holding:
-            self.refresh()
 
 
 def _table_html(result: SizingResult) -> str:

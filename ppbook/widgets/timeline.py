@@ -46,7 +46,8 @@ from ppbook.widgets.compare import (
     simulate_state,
     stage_steps,
 )
-from ppbook.widgets.layout import TEXT, control_rows, hide_picture, picture, readout, show_figure
+from ppbook.widgets.explorer import Explorer
+from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
 
 HEIGHT = 4.2  # inches; the width is the notebook column's (ppbook.views.figure)
 MAX_HATCHED = 64  # hatch a rank's later chunks only when few: hatching draws slowly
@@ -54,7 +55,7 @@ MAX_LABELLED = 64  # micro-batch numbers in the boxes only when few: text draws 
 MAX_STAGES, MAX_MICROBATCHES = 16, 64
 
 
-class ScheduleExplorer(widgets.VBox):
+class ScheduleExplorer(Explorer):
     """Controls for schedule, p, m, v, F, B, W and comm; the metrics; the timeline picture;
     the closed form against the simulator; every schedule side by side.
 
@@ -77,7 +78,7 @@ class ScheduleExplorer(widgets.VBox):
         comm: float = 0.0,
     ) -> None:
         slider = widgets.IntSlider
-        self.controls = {
+        controls = {
             "schedule": widgets.Dropdown(options=list(SCHEDULES), description="schedule"),
             "num_stages": slider(min=1, max=MAX_STAGES, description="ranks p"),
             "num_microbatches": slider(min=1, max=MAX_MICROBATCHES, description="micro-batches m"),
@@ -98,27 +99,19 @@ class ScheduleExplorer(widgets.VBox):
         self.timeline: Timeline | None = None
         self.error: str | None = None
         self._chosen_chunks = num_chunks
-        self._holding = False
         self._table: tuple[tuple, list] = ((), [])  # the table's state and rows
-        controls = control_rows(self.controls.values())
-        super().__init__([controls, self.readout, self.image, self.closed_form, self.comparison])
-        self.update(
-            schedule=schedule,
-            num_stages=num_stages,
-            num_microbatches=num_microbatches,
-            num_chunks=num_chunks,
-            F=F,
-            B=B,
-            W=W,
-            comm=comm,
-        )
-        for control in self.controls.values():
-            control.observe(self._on_change, names="value")
-
-    @property
-    def state(self) -> dict:
-        """The controls' values, by the names :meth:`update` takes."""
-        return {name: control.value for name, control in self.controls.items()}
+        below = [self.readout, self.image, self.closed_form, self.comparison]
+        values = {
+            "schedule": schedule,
+            "num_stages": num_stages,
+            "num_microbatches": num_microbatches,
+            "num_chunks": num_chunks,
+            "F": F,
+            "B": B,
+            "W": W,
+            "comm": comm,
+        }
+        self._start(controls, below, values)
 
     def update(self, **values) -> Timeline | None:
         """Set some controls (names as in :attr:`state`), then simulate and redraw once.
@@ -128,28 +121,20 @@ class ScheduleExplorer(widgets.VBox):
         timeline, or ``None`` when the schedule rejects the combination (then
         :attr:`error` says why). A value a control cannot take is a ValueError.
         """
-        unknown = set(values) - set(self.controls)
-        if unknown:
-            raise ValueError(
-                f"unknown control(s) {sorted(unknown)}; the controls are {list(self.controls)}"
-            )
-        first = [n for n in ("schedule", "num_stages", "num_chunks") if n in values]
-        self._holding = True
-        try:
-            for name in first:
-                if name == "num_stages":
-                    self._fit_sliders()
-                self._set(name, values[name])
-                if name == "num_chunks":
-                    self._chosen_chunks = values[name]
-            self._fit_sliders()
-            for name, value in values.items():
-                if name not in first:
-                    self._set(name, value)
-        finally:
-            self._holding = False
-        self.refresh()
+        super().update(**values)
         return self.timeline
+
+    def _apply(self, values: dict) -> None:
+        """The schedule, p and v first, then the sliders fitted to them, then the rest."""
+        first = [n for n in ("schedule", "num_stages", "num_chunks") if n in values]
+        for name in first:
+            if name == "num_stages":
+                self._fit_sliders()
+            self._set(name, values[name])
+            if name == "num_chunks":
+                self._chosen_chunks = values[name]
+        self._fit_sliders()
+        super()._apply({n: v for n, v in values.items() if n not in first})
 
     def refresh(self) -> None:
         """Simulate the current state and redraw the metrics, the picture and the tables."""
@@ -220,33 +205,24 @@ class ScheduleExplorer(widgets.VBox):
         """Let the p and m sliders offer what the schedule takes, moving p and m up to the
         nearest value it takes (down when none is left above)."""
         name = self.controls["schedule"].value
-        holding, self._holding = self._holding, True
-        try:
+        with self._held():
             _fit(self.controls["num_stages"], *stage_steps(name), MAX_STAGES)
             p = self.controls["num_stages"].value
             _fit(self.controls["num_microbatches"], *microbatch_steps(name, p), MAX_MICROBATCHES)
-        finally:
-            self._holding = holding
 
     def _sync_chunks(self) -> None:
         """Enable v only for schedules that take chunks; show the v others run."""
         chunks = SCHEDULES[self.controls["schedule"].value].chunks
         slider = self.controls["num_chunks"]
-        holding, self._holding = self._holding, True
-        try:
+        with self._held():
             slider.disabled = chunks != "any"
             slider.value = {"any": self._chosen_chunks, "none": 1, "two": 2}[chunks]
-        finally:
-            self._holding = holding
 
-    def _on_change(self, change) -> None:
-        if self._holding:
-            return
+    def _changed(self, change: dict) -> None:
         if change["owner"] is self.controls["num_chunks"]:
             self._chosen_chunks = change["new"]
         if change["owner"] in (self.controls["schedule"], self.controls["num_stages"]):
             self._fit_sliders()
-        self.refresh()
 
 
 def _fit(slider: widgets.IntSlider, low: int, step: int, top: int) -> None:

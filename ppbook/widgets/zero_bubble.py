@@ -33,7 +33,8 @@ from ppbook.timeline import ACTIVATION_UNIT, Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES
 from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
-from ppbook.widgets.layout import TEXT, control_rows, hide_picture, picture, readout, show_figure
+from ppbook.widgets.explorer import Explorer
+from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
 
 HEIGHT = 4.4  # inches; the width is the notebook column's (ppbook.views.figure)
 LIMIT_COLOR = "#b00020"
@@ -41,7 +42,7 @@ LIMIT_PER_STAGE = 3
 """The memory-limit slider reaches LIMIT_PER_STAGE * p: past 2p (ZB-2p) nothing is left to gain."""
 
 
-class ZeroBubbleExplorer(widgets.VBox):
+class ZeroBubbleExplorer(Explorer):
     """Sliders for K, p, m, F, I, W and c; the bubble, the peak memory; the timeline.
 
     After each change (or :meth:`update`), ``timeline`` is the simulated one-step
@@ -61,7 +62,7 @@ class ZeroBubbleExplorer(widgets.VBox):
         W: float = 1.0,
         comm: float = 0.0,
     ) -> None:
-        self.controls = {
+        controls = {
             "memory_limit": widgets.IntSlider(min=1, max=24, description="memory limit K"),
             "num_stages": widgets.IntSlider(min=2, max=8, description="ranks p"),
             "num_microbatches": widgets.IntSlider(min=1, max=32, description="micro-batches m"),
@@ -79,24 +80,16 @@ class ZeroBubbleExplorer(widgets.VBox):
         self.limit_line = None
         self.timeline: Timeline | None = None
         self.error: str | None = None
-        self._holding = False
-        super().__init__([control_rows(self.controls.values()), self.readout, self.image])
-        self.update(
-            num_stages=num_stages,
-            memory_limit=memory_limit,
-            num_microbatches=num_microbatches,
-            F=F,
-            I=I,
-            W=W,
-            comm=comm,
-        )
-        for control in self.controls.values():
-            control.observe(self._on_change, names="value")
-
-    @property
-    def state(self) -> dict:
-        """The controls' values, by the names :meth:`update` takes."""
-        return {name: control.value for name, control in self.controls.items()}
+        values = {
+            "num_stages": num_stages,
+            "memory_limit": memory_limit,
+            "num_microbatches": num_microbatches,
+            "F": F,
+            "I": I,
+            "W": W,
+            "comm": comm,
+        }
+        self._start(controls, [self.readout, self.image], values)
 
     @property
     def costs(self) -> Costs:
@@ -112,23 +105,15 @@ class ZeroBubbleExplorer(widgets.VBox):
         scheduler refuses the combination (then :attr:`error` says why). A value a control
         cannot take is a ValueError.
         """
-        unknown = set(values) - set(self.controls)
-        if unknown:
-            raise ValueError(
-                f"unknown control(s) {sorted(unknown)}; the controls are {list(self.controls)}"
-            )
-        self._holding = True
-        try:
-            if "num_stages" in values:
-                self._set("num_stages", values["num_stages"])
-            self._fit_limit()
-            for name, value in values.items():
-                if name != "num_stages":
-                    self._set(name, value)
-        finally:
-            self._holding = False
-        self.refresh()
+        super().update(**values)
         return self.timeline
+
+    def _apply(self, values: dict) -> None:
+        """p first, so that the memory limit's range follows it."""
+        if "num_stages" in values:
+            self._set("num_stages", values["num_stages"])
+        self._fit_limit()
+        super()._apply({k: v for k, v in values.items() if k != "num_stages"})
 
     def refresh(self) -> None:
         """Build zb-auto for the current state, simulate it, redraw the readout and picture."""
@@ -168,14 +153,6 @@ class ZeroBubbleExplorer(widgets.VBox):
         self.readout.value = _metrics_html(timeline, limit, costs)
         show_figure(self.image, self.figure)
 
-    def _set(self, name: str, value) -> None:
-        control = self.controls[name]
-        if not control.min <= value <= control.max:
-            raise ValueError(
-                f"{control.description} must be in {control.min}..{control.max}, got {value}"
-            )
-        control.value = value
-
     def _fit_limit(self) -> None:
         """Let the memory-limit slider reach LIMIT_PER_STAGE * p (keeping K within it)."""
         slider = self.controls["memory_limit"]
@@ -183,16 +160,9 @@ class ZeroBubbleExplorer(widgets.VBox):
         slider.value = min(slider.value, top)
         slider.max = top
 
-    def _on_change(self, change) -> None:
-        if self._holding:
-            return
+    def _changed(self, change: dict) -> None:
         if change["owner"] is self.controls["num_stages"]:
-            self._holding = True
-            try:
-                self._fit_limit()
-            finally:
-                self._holding = False
-        self.refresh()
+            self._fit_limit()
 
 
 def _rates(timeline: Timeline) -> str:
