@@ -14,19 +14,20 @@ Measurement. :class:`TimedStage` marks the start and end of every ``F``, ``B``, 
 ``W`` PyTorch runs on it (the last part's ``F`` ends after its loss, which PyTorch
 computes right after the forward), with the same :class:`~ppbook.runtime.clock.ActionClock`
 as ppbook's runtime. A step of the schedule runs from its first part's start to its last
-part's end (an overlapped pair as one step), so the record is a :class:`RankRecord` and
-the result the same :class:`~ppbook.timeline.Timeline` type: plots and ``--compare`` work
-unchanged. PyTorch waits for a received tensor just before the computation that needs
-it, outside the marks, so waiting is idle time here too.
+part's end, so the record is a :class:`RankRecord` and the result the same
+:class:`~ppbook.timeline.Timeline` type: plots and ``--compare`` work unchanged. PyTorch
+waits for a received tensor just before the computation that needs it, outside the
+marks, so waiting is idle time here too; only inside an overlapped pair (DualPipeV) does
+a wait for the backward's gradient fall between the pair's two parts, within the step.
 
 The loss: PyTorch calls ``mse_loss`` per micro-batch and divides the gradients by m at the
 end of the backward (``scale_grads``); ppbook's runtime divides each micro-batch's loss by
 m. Both give the gradient of the whole batch's mean loss, equal up to rounding.
 
-``_PipelineScheduleRuntime`` and ``_prepare_schedule_with_comms`` are private in torch
-2.13 (the runtime behind ``_load_csv``); :func:`load_order` is the one place that calls
-them. What ``--engine torch`` accepts is checked before any process starts
-(:func:`ppbook.runtime.config.check_engine`).
+``_PipelineScheduleRuntime`` (the runtime behind ``_load_csv``) and its
+``_prepare_schedule_with_comms`` are private in torch 2.13: :func:`run_job` builds the
+one, :func:`load_order` is the one place that calls the other. What ``--engine torch``
+accepts is checked before any process starts (:func:`ppbook.runtime.config.check_engine`).
 """
 
 from __future__ import annotations
