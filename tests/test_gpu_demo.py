@@ -1,0 +1,244 @@
+"""The GPU demo on a machine without a GPU (chapter 9, ``benchmarks/gpu_demo.py``).
+
+No GPU is needed: ``torch.cuda`` is mocked where a test asks what a machine with GPUs would
+do. The mode (:mod:`ppbook.runtime.devices`) against hand-written answers and against the
+runtime's own choice (:func:`ppbook.runtime.context.pick_device`, the code path that puts
+two ranks on one GPU with gloo through host memory); the clock checks on hand-made
+timelines; recordings written and read back, with a test fixture that names itself as one
+(written to a temporary folder, never to ``data/``); and the script's two CPU paths.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from ppbook.costs import Costs
+from ppbook.runtime import context, recording
+from ppbook.runtime.devices import (
+    choose_mode,
+    clock_problems,
+    dependency_violations,
+    mode_for,
+)
+from ppbook.runtime.recording import (
+    Recording,
+    environment,
+    load_recordings,
+    read_recording,
+    write_recording,
+)
+from ppbook.schedules import gpipe, one_f_one_b
+from ppbook.simulate import simulate
+from ppbook.timeline import Timeline
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_GPU = "TEST FIXTURE, not a GPU"
+
+
+def fake_cuda(monkeypatch, count: int, nccl: bool = True) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: nccl)
+
+
+@pytest.mark.parametrize(
+    ("count", "nccl", "name", "nproc", "backend", "devices"),
+    [
+        (0, False, "cpu", 2, "gloo", ("cpu", "cpu")),
+        (1, True, "shared-gpu", 2, "gloo", ("cuda:0", "cuda:0")),
+        (1, False, "shared-gpu", 2, "gloo", ("cuda:0", "cuda:0")),
+        (2, True, "nccl", 2, "nccl", ("cuda:0", "cuda:1")),
+        (4, True, "nccl", 4, "nccl", ("cuda:0", "cuda:1", "cuda:2", "cuda:3")),
+        (2, False, "cpu", 2, "gloo", ("cpu", "cpu")),
+    ],
+)
+def test_choose_mode_reads_the_machine(monkeypatch, count, nccl, name, nproc, backend, devices):
+    fake_cuda(monkeypatch, count, nccl)
+    mode = choose_mode()
+    assert (mode.name, mode.nproc, mode.backend, mode.rank_devices) == (
+        name,
+        nproc,
+        backend,
+        devices,
+    )
+    assert mode.device == ("cpu" if name == "cpu" else "cuda")
+    words = {"cpu": "not GPU numbers", "shared-gpu": "host memory", "nccl": "one per GPU"}
+    assert words[name] in mode.reason
+    if count >= 2 and not nccl:
+        assert "without NCCL" in mode.reason
+
+
+def test_four_ranks_on_two_gpus_share_them_round_robin():
+    mode = mode_for(2, nproc=4)
+    assert mode.name == "shared-gpu" and mode.backend == "gloo"
+    assert mode.rank_devices == ("cuda:0", "cuda:1", "cuda:0", "cuda:1")
+
+
+@pytest.mark.parametrize("num_gpus", [1, 2, 3])
+@pytest.mark.parametrize("nproc", [2, 3, 4])
+def test_the_runtime_places_ranks_as_the_mode_says(monkeypatch, num_gpus, nproc):
+    """pick_device, which each rank runs, on CPU with torch.cuda mocked: the shared path
+    (gloo, messages in host memory) exactly when ranks outnumber GPUs."""
+    fake_cuda(monkeypatch, num_gpus)
+    mode = mode_for(num_gpus, nproc=nproc)
+    for rank in range(nproc):
+        device, backend, via_cpu = context.pick_device("cuda", rank, nproc)
+        assert str(device) == mode.rank_devices[rank]
+        assert backend == mode.backend
+        assert via_cpu == (mode.name == "shared-gpu") == (nproc > num_gpus)
+        ctx = context.Context(rank, nproc, device, backend, via_cpu, 10.0)
+        expected = torch.device("cpu") if via_cpu else device  # where messages live
+        assert ctx.comm_device == expected
+
+
+def test_a_cpu_run_makes_no_cuda_call(monkeypatch):
+    def refuse():
+        raise AssertionError("a CPU run asked CUDA")
+
+    monkeypatch.setattr(torch.cuda, "device_count", refuse)
+    assert context.pick_device("cpu", 0, 2) == (torch.device("cpu"), "gloo", False)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_gpus": -1}, "num_gpus >= 0"),
+        ({"num_gpus": 2, "nproc": 1}, "nproc >= 2"),
+        ({"num_gpus": 2, "nccl": False, "nproc": 2}, "need NCCL"),
+    ],
+)
+def test_mode_for_refuses_bad_machines(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        mode_for(**kwargs)
+
+
+def hand_timeline(consumer_start: float) -> Timeline:
+    """GPipe p = 2, m = 1 with F = 1, B = 2 by hand: rank 1's forward starts at
+    ``consumer_start`` (1.0 when it waits for rank 0's forward, which ends at 1.0)."""
+    starts = [[0.0, 5.0], [consumer_start, 3.0]]
+    ends = [[1.0, 7.0], [consumer_start + 1, 5.0]]
+    return Timeline.from_arrays(gpipe(2, 1), starts, ends, source="measured")
+
+
+def test_dependency_violations_name_an_action_that_starts_before_its_input():
+    assert dependency_violations(hand_timeline(1.0), tolerance=0.0) == []
+    found = dependency_violations(hand_timeline(0.5), tolerance=0.1)
+    assert found == ["rank 1's 1F0 starts 0.5 s before rank 0's 0F0 ends"]
+    assert dependency_violations(hand_timeline(0.5), tolerance=0.6) == []
+
+
+def test_clock_problems_hold_each_offset_to_its_bound():
+    good = SimpleNamespace(clock_offsets=[0.0, 2e-5], clock_errors=[0.0, 3e-5], timelines=[])
+    assert clock_problems(good) == []
+    bad = SimpleNamespace(
+        clock_offsets=[0.0, 4e-5], clock_errors=[0.0, 3e-5], timelines=[hand_timeline(0.5)]
+    )
+    problems = clock_problems(bad)
+    assert problems[0].startswith("rank 1's clock offset 4e-05 s exceeds its error bound")
+    assert problems[1] == "step 0: rank 1's 1F0 starts 0.5 s before rank 0's 0F0 ends"
+
+
+def as_measured(timeline: Timeline) -> Timeline:
+    return Timeline.from_arrays(
+        timeline.schedule, timeline.starts, timeline.ends, source="measured"
+    )
+
+
+def fixture_recording(mode: str = "shared-gpu", gpus=(FIXTURE_GPU,)) -> Recording:
+    """A TEST FIXTURE: simulated timelines dressed as a recording; no GPU made them."""
+    costs = Costs(F=1e-3, B=2e-3)
+    steps = [as_measured(simulate(one_f_one_b(2, 4), costs)) for _ in range(3)]
+    return Recording(
+        mode=mode,
+        reason="test fixture: no GPU ran this",
+        command="tests/test_gpu_demo.py (test fixture)",
+        date="2026-01-01T00:00:00Z",
+        hardware={"gpus": list(gpus), "gpu_memory_bytes": [2**30] * len(gpus), "cpu_count": 2},
+        versions={"torch": "fixture", "cuda": "fixture", "nccl": "fixture"},
+        checks={"gradients": "fixture"},
+        runs={"1f1b": steps},
+    )
+
+
+def test_a_recording_is_read_back_and_compared_with_its_simulation(tmp_path):
+    fixture = fixture_recording()
+    path = write_recording(fixture, tmp_path)
+    (loaded,) = load_recordings(tmp_path)
+    assert loaded.path == str(path) and loaded.on_gpu
+    assert loaded.runs["1f1b"][0].starts == fixture.runs["1f1b"][0].starts
+    assert loaded.runs["1f1b"][0].schedule == one_f_one_b(2, 4)
+    text = loaded.describe()
+    assert f"1 x {FIXTURE_GPU} (1 GiB each)" in text and "test fixture" in text
+    # The "measured" steps were simulated with F = 1 ms, B = 2 ms and no transfer time, so
+    # the simulation under the measured costs gives them back: 1F1B's (m+p-1)(F+B) = 15 ms.
+    comparison = loaded.comparison("1f1b")
+    assert comparison.costs.F == pytest.approx([1e-3, 1e-3])
+    assert comparison.costs.transfer == 0
+    assert comparison.simulated.makespan == pytest.approx(15e-3)
+    assert comparison.measured.makespan == pytest.approx(15e-3)
+
+
+def test_recordings_without_a_gpu_are_refused_where_gpu_ones_are_kept(tmp_path, monkeypatch):
+    assert load_recordings(tmp_path / "missing") == []
+    monkeypatch.setattr(recording, "GPU_DATA", tmp_path / "gpu_demo")
+    with pytest.raises(ValueError, match="holds GPU recordings only"):
+        write_recording(fixture_recording(mode="cpu", gpus=()), tmp_path / "gpu_demo")
+    assert not (tmp_path / "gpu_demo").exists()
+    write_recording(fixture_recording(mode="cpu", gpus=()), tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="without a GPU"):
+        load_recordings(tmp_path / "elsewhere")
+    (tmp_path / "broken.json").write_text("{}")
+    with pytest.raises(ValueError, match="broken.json is not a ppbook GPU demo recording"):
+        read_recording(tmp_path / "broken.json")
+
+
+def test_the_environment_of_a_cpu_run_names_no_gpu():
+    hardware, versions = environment(on_gpu=False)
+    assert hardware["gpus"] == [] and versions["nccl"] is None
+    assert versions["torch"] == torch.__version__
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_demo.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+
+
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+
+
+@needs_no_gpu
+def test_without_a_gpu_the_script_says_so_and_writes_nothing():
+    before = sorted((ROOT / "data").rglob("*"))
+    done = run_script()
+    assert done.returncode == 0, done.stderr
+    assert "No GPU on this machine: nothing was run and nothing written" in done.stdout
+    assert sorted((ROOT / "data").rglob("*")) == before
+
+
+@needs_no_gpu
+@pytest.mark.timeout(240)
+def test_the_script_runs_its_checks_on_cpu_processes_when_asked(tmp_path):
+    done = run_script("--cpu-ok", "--schedules", "1f1b,zb-v", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CPU numbers, not GPU numbers" in done.stdout
+    assert "gradients: 2 schedules on 2 ranks equal to one process" in done.stdout
+    (path,) = tmp_path.glob("*.json")
+    recorded = read_recording(path)
+    assert recorded.mode == "cpu" and not recorded.on_gpu
+    assert recorded.hardware["gpus"] == []
+    assert set(recorded.runs) == {"1f1b", "zb-v"}
+    assert [len(steps) for steps in recorded.runs.values()] == [3, 3]
+    assert recorded.command == "python " + str(ROOT / "benchmarks" / "gpu_demo.py") + (
+        f" --cpu-ok --schedules 1f1b,zb-v --out {tmp_path}"
+    )
