@@ -1,0 +1,200 @@
+"""Exercises of chapter 10, from the book to a cluster (``notebooks/10_cluster.ipynb``).
+
+The right answers come from the package and from PyTorch at check time: torchrun's own
+argument parser (``torch.distributed.run.get_args_parser``) and ``ppbook run``'s
+(:func:`ppbook.cli.run.add_arguments`) read the reader's command; the simulator
+(:func:`ppbook.simulate.simulate`) with a two-node :class:`~ppbook.links.Topology`, queued
+messages (``contention=True``) and :func:`ppbook.across_nodes.messages_across_nodes` time
+a placement and a schedule; :func:`ppbook.runtime.torch_import.from_pytorch` builds
+PyTorch's order of the class the reader names. torch is imported only inside the checks
+that need it. The hints name the usual slips: ``--nproc-per-node`` taken as the total,
+``--standalone`` or a loopback address for a run on two machines, the node cut placed
+across the two-way hops of an interleaved pipeline, messages counted one way only.
+:func:`two_node_costs` is the chapter's cost model, which the notebook uses too.
+"""
+
+from __future__ import annotations
+
+from ppbook.across_nodes import messages_across_nodes
+from ppbook.checks import shown
+from ppbook.costs import Costs
+from ppbook.exercises import close, exercise, number, right, wrong
+from ppbook.flops import layer_flops
+from ppbook.links import Link, Topology, boundary_bytes
+from ppbook.memory import ModelShape, Parallel
+from ppbook.schedules import interleaved_1f1b, one_f_one_b, zb_v
+from ppbook.simulate import simulate
+
+MODEL = ModelShape(layers=40, hidden=5120, heads=40, vocab=50257, seq_len=4096)
+"""Chapter 7's 13B model (bf16, micro-batch size 1), split into p = 16 stages."""
+
+FLOPS_PER_SECOND = 400e12
+"""An assumed 400 TFLOP/s per device, as in chapter 7."""
+
+NODE = 8
+"""Devices per node: two nodes, devices 0-7 on node 0 and 8-15 on node 1."""
+
+INTRA_GB_PER_S = 450.0
+"""NVLink 4 inside a node, GB/s each way (data/links.csv)."""
+
+
+def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
+    """The 13B model's stage costs (ms) on two nodes of 8: NVLink 4 inside a node,
+    ``inter_gb_per_s`` (GB/s each way) between the nodes, messages queued on their links.
+
+    F, I and W of 40/16 layers at :data:`FLOPS_PER_SECOND` (:func:`ppbook.flops.layer_flops`,
+    embedding and head left out); one message is b s h x 2 bytes. ``placement``: each
+    rank's device (default rank r on device r).
+    """
+    per_layer = layer_flops(MODEL, Parallel(microbatch_size=1))
+    passes = {k: per_layer[k] * MODEL.layers / 16 / FLOPS_PER_SECOND * 1e3 for k in "FIW"}
+    nodes = Topology(
+        Link.from_gb_per_s(INTRA_GB_PER_S, time_unit_s=1e-3, name="NVLink 4"),
+        Link.from_gb_per_s(inter_gb_per_s, time_unit_s=1e-3, name="between the nodes"),
+        devices_per_node=NODE,
+        placement=placement,
+    )
+    message = boundary_bytes(1, MODEL.seq_len, MODEL.hidden, MODEL.bytes_per_element)
+    return Costs(**passes, comm_bytes=message, topology=nodes, contention=True, time_unit="ms")
+
+
+# ----- choose: the placement --------------------------------------------------------------
+
+
+@exercise(
+    "10.2",
+    "Choose a placement (one device 0-15 per rank) of interleaved 1F1B's 16 ranks (v = 2, "
+    "m = 32) on two nodes of 8 that sends as few messages across the nodes as possible.",
+    kind="choose",
+    solution="A micro-batch goes through the ranks 0, 1, ..., 15, back to 0, and through "
+    "0, ..., 15 again: each hop between ranks r and r+1 twice each way, the wrap from 15 to "
+    "0 once. Any split into two nodes of 8 cuts this ring of ranks twice; the cheapest cut "
+    "uses the wrap: ranks 0-7 on one node and 8-15 on the other, `list(range(16))`, 3 "
+    "crossings each way per micro-batch (192 messages per step). Ranks 4-11 on one node "
+    "cut two hops used twice: 4 each way.",
+    answer_name="answer_2",
+)
+def _placement(answer):
+    if isinstance(answer, str | bytes) or not hasattr(answer, "__iter__"):
+        return wrong(f"this exercise wants a list of 16 devices, got {shown(answer)}.")
+    devices = list(answer)
+    if len(devices) != 2 * NODE or sorted(devices) != list(range(2 * NODE)):
+        return wrong(
+            f"give each of the 16 ranks its own device 0-15, got {shown(devices)}.",
+            "devices 0-7 are node 0, 8-15 node 1.",
+        )
+    schedule, m = interleaved_1f1b(2 * NODE, 32, 2), 32
+    given, best = two_node_costs(12.5, devices), two_node_costs(12.5)
+    crossing = messages_across_nodes(schedule, given.topology) / (2 * m)
+    fewest = messages_across_nodes(schedule, best.topology) / (2 * m)
+    step = simulate(schedule, given).makespan
+    said = (
+        f"{crossing:g} messages each way per micro-batch cross the nodes; on a 12.5 GB/s "
+        f"link the step takes {step:.5g} ms (simulated)"
+    )
+    if crossing <= fewest:
+        return right(f"{said}, the fewest crossings.")
+    shortest = simulate(schedule, best).makespan
+    if crossing > 4:
+        hint = "neighbouring ranks exchange every message: keep them on one node."
+    else:
+        hint = "the hop from rank 15 back to rank 0 is used once per micro-batch, the others twice."
+    return wrong(f"{said}; {fewest:g} crossings give {shortest:.5g} ms.", hint)
+
+
+# ----- choose: the schedule ---------------------------------------------------------------
+
+SCHEDULES = {
+    "1f1b": lambda m: one_f_one_b(16, m),
+    "interleaved-1f1b": lambda m: interleaved_1f1b(16, m, 2),
+    "zb-v": lambda m: zb_v(16, m),
+}
+"""Exercise 10.3's choices on p = 16 ranks (interleaved with v = 2 chunks)."""
+
+SLOW_GB_PER_S = 1.0
+"""Exercise 10.3's link between the nodes, GB/s each way."""
+
+
+def schedule_steps(num_microbatches: int, inter_gb_per_s: float) -> dict[str, float]:
+    """Each of :data:`SCHEDULES`' simulated step time (ms) under :func:`two_node_costs`."""
+    costs = two_node_costs(inter_gb_per_s)
+    return {
+        name: simulate(build(num_microbatches), costs).makespan for name, build in SCHEDULES.items()
+    }
+
+
+@exercise(
+    "10.3",
+    'Choose the schedule, "1f1b", "interleaved-1f1b" (v = 2) or "zb-v", with the shortest '
+    "step for the 13B model on two nodes of 8 (m = 16) when the link between the nodes "
+    "gives 1 GB/s each way.",
+    kind="choose",
+    solution='`schedule_steps(16, 1.0)` simulates the three: "1f1b". A 41.9 MB message takes '
+    "42 ms on 1 GB/s, longer than a stage's forward (18 ms). 1F1B sends 1 message each way "
+    "per micro-batch across the nodes, ZB-V 2 and interleaved 1F1B (v = 2) 3: on a link "
+    "this slow the queue of messages costs more than the bubble they save.",
+    answer_name="answer_3",
+)
+def _schedule(answer):
+    choice = answer.strip().lower() if isinstance(answer, str) else None
+    if choice not in SCHEDULES:
+        return wrong(
+            f"this exercise wants one of {', '.join(map(repr, SCHEDULES))}, got {shown(answer)}."
+        )
+    steps = schedule_steps(16, SLOW_GB_PER_S)
+    said = ", ".join(f"{name} {t:.5g} ms" for name, t in steps.items())
+    if steps[choice] <= min(steps.values()):
+        return right(f"simulated steps: {said}.")
+    return wrong(
+        f"simulated steps: {said}.",
+        "count the messages each schedule sends across the nodes per micro-batch: on this "
+        "link each one takes 42 ms.",
+    )
+
+
+# ----- compute: bytes between the nodes ---------------------------------------------------
+
+CROSSING = {"p": 16, "m": 16, "v": 4, "seq_len": 2048, "hidden": 8192}
+"""Exercise 10.4: interleaved 1F1B on two nodes of 8, b = 1, bf16."""
+
+
+@exercise(
+    "10.4",
+    "The bytes that cross between two nodes of 8 in one step of interleaved 1F1B with p = 16, "
+    "v = 4, m = 16 (ranks 0-7 on node 0), for h = 8192, s = 2048, b = 1, bf16.",
+    kind="compute",
+    solution="One message is b s h x 2 = 33,554,432 bytes. A micro-batch passes the ranks "
+    "v = 4 times: it crosses between ranks 7 and 8 in each pass and from rank 15 back to 0 "
+    "between passes, 2v - 1 = 7 times each way; forward and backward make 14 messages, "
+    "224 for m = 16: 7,516,192,768 bytes (`messages_across_nodes` counts them).",
+    answer_name="answer_4",
+)
+def _bytes_across(answer):
+    given = number(answer, "a number of bytes such as 1.5e9")
+    p, m, v = CROSSING["p"], CROSSING["m"], CROSSING["v"]
+    message = boundary_bytes(1, CROSSING["seq_len"], CROSSING["hidden"], 2)
+    nodes = Topology(Link(), Link(), devices_per_node=NODE)
+    count = messages_across_nodes(interleaved_1f1b(p, m, v), nodes)
+    truth = count * message
+    if close(given, truth):
+        return right(f"{count} messages of {message:,.0f} bytes: {truth:,.0f} bytes per step.")
+    slips = [
+        (truth / 2, "that is half: one direction, or elements.", "count the gradients coming "
+         "back as well, at 2 bytes an element."),
+        (2 * v * 2 * m * message, "that counts 2v crossings each way per micro-batch.",
+         "the wrap from rank 15 to rank 0 comes only between passes: v - 1 times."),
+        (2 * m * message, "that is 1F1B's count, one crossing each way.",
+         "each of the v passes crosses between ranks 7 and 8."),
+        (truth * 8, "that is bits.", "count bytes."),
+        (truth / m, "that is one micro-batch.", "a step has m = 16."),
+    ]  # fmt: skip
+    for value, said, hint in slips:
+        if close(given, value):
+            return wrong(f"{given:.4g}: {said}", hint)
+    return wrong(
+        f"{given:.4g} is not the bytes per step.",
+        "count the crossings of one micro-batch each way, then messages times bytes.",
+    )
+
+
+import ppbook.exercises.ch10_torch  # noqa: E402, F401 (registers 10.1 and 10.5)
