@@ -10,7 +10,8 @@ PyTorch's order of the class the reader names. torch is imported only inside the
 that need it. The hints name the usual slips: ``--nproc-per-node`` taken as the total,
 ``--standalone`` or a loopback address for a run on two machines, the node cut placed
 across the two-way hops of an interleaved pipeline, messages counted one way only.
-:func:`two_node_costs` is the chapter's cost model, which the notebook uses too.
+:func:`two_node_costs` is the chapter's cost model, which the notebook uses too. Exercises
+10.1 and 10.5, whose checks ask PyTorch, live in :mod:`ppbook.exercises.ch10_torch`.
 """
 
 from __future__ import annotations
