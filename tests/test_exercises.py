@@ -23,6 +23,7 @@ CHAPTERS = {
     "6": "06_memory.ipynb",
     "7": "07_communication.ipynb",
     "8": "08_sizing.ipynb",
+    "9": "09_multi_gpu.ipynb",
     "10": "10_cluster.ipynb",
 }
 

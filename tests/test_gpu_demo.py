@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -30,6 +31,7 @@ from ppbook.runtime.recording import (
     Recording,
     environment,
     load_recordings,
+    plot_comparison,
     read_recording,
     write_recording,
 )
@@ -182,6 +184,13 @@ def test_a_recording_is_read_back_and_compared_with_its_simulation(tmp_path):
     assert comparison.costs.transfer == 0
     assert comparison.simulated.makespan == pytest.approx(15e-3)
     assert comparison.measured.makespan == pytest.approx(15e-3)
+    # The figure chapter 9 draws for a recording: what ran it, and the costs it simulated.
+    figure = plot_comparison(comparison, f"1 x {FIXTURE_GPU}")
+    top, bottom = (ax.get_title() for ax in figure.axes[:2])
+    assert top.startswith(f"measured on 1 x {FIXTURE_GPU}\n")
+    assert bottom.startswith("simulated under the measured costs (ms, per stage): F 1, 1; B 2, 2;")
+    assert figure.axes[1].get_xlabel() == "time (s)"  # one time axis, at the bottom
+    plt.close(figure)
 
 
 def test_recordings_without_a_gpu_are_refused_where_gpu_ones_are_kept(tmp_path, monkeypatch):

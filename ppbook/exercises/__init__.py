@@ -52,6 +52,7 @@ _CHAPTERS = {
     "6": "ppbook.exercises.ch6",
     "7": "ppbook.exercises.ch7",
     "8": "ppbook.exercises.ch8",
+    "9": "ppbook.exercises.ch9",
     "10": "ppbook.exercises.ch10",
     "A1": "ppbook.exercises.assignments",
     "A2": "ppbook.exercises.assignments",

@@ -235,7 +235,8 @@ def load_recordings(folder: str | Path = GPU_DATA) -> list[Recording]:
 
 def plot_comparison(comparison: Comparison, where: str):
     """The measured step (top) and its simulation under the measured costs (bottom), in
-    seconds on one time axis; ``where`` (what ran it) heads the figure. Returns the figure."""
+    seconds on one time axis; ``where`` (what ran it) heads the top, the costs (F and B per
+    stage, the transfer, in ms) the bottom. Returns the figure."""
     import matplotlib.pyplot as plt
 
     from ppbook.views.gantt import plot_timeline
@@ -244,8 +245,22 @@ def plot_comparison(comparison: Comparison, where: str):
     fig, axes = plt.subplots(2, 1, figsize=(7.5, 5.5), sharex=True, layout="constrained")
     plot_timeline(comparison.measured, ax=axes[0])
     plot_timeline(simulated, ax=axes[1])
-    headings = (f"measured on {where}", "simulated under the measured costs")
+    costs = comparison.costs
+    per_stage = "; ".join(
+        f"{kind} " + ", ".join(f"{1e3 * t:.3g}" for t in _per_stage(getattr(costs, kind)))
+        for kind in "FB"
+    )
+    headings = (
+        f"measured on {where}",
+        f"simulated under the measured costs (ms, per stage): {per_stage}; "
+        f"transfer {1e3 * costs.transfer:.3g}",
+    )
     for ax, heading in zip(axes, headings, strict=True):
         ax.set_title(f"{heading}\n{ax.get_title()}", fontsize="medium")
         ax.label_outer()  # one time axis, at the bottom
     return fig
+
+
+def _per_stage(cost) -> list[float]:
+    """A cost as a list: one value per stage, or the one value every stage has."""
+    return list(cost) if isinstance(cost, list | tuple) else [cost]
