@@ -56,7 +56,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``ppbook run``."""
     what = parser.add_argument_group("the pipeline")
-    what.add_argument("--nproc", type=int, help="p, ranks to start (default 2); under torchrun leave it out: torchrun starts the ranks")
+    what.add_argument(
+        "--nproc",
+        type=int,
+        help="p, ranks to start (default 2); leave it out under torchrun, which starts the ranks",
+    )
     what.add_argument("--schedule", help="a schedule name, as for simulate (default 1f1b)")
     what.add_argument(
         "--from-csv", metavar="PATH", help="run a schedule read from PyTorch's CSV form instead"
