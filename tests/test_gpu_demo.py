@@ -10,6 +10,8 @@ timelines; recordings written and read back, with a test fixture that names itse
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +213,23 @@ def test_the_environment_of_a_cpu_run_names_no_gpu():
     hardware, versions = environment(on_gpu=False)
     assert hardware["gpus"] == [] and versions["nccl"] is None
     assert versions["torch"] == torch.__version__
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert versions["ppbook_commit"].startswith(head.stdout.strip())
+
+
+def test_the_environment_of_a_gpu_run_names_each_gpu_and_nccl(monkeypatch):
+    """The GPU branch, on CPU: torch.cuda mocked as two 80 GiB test-fixture GPUs."""
+    fake_cuda(monkeypatch, 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"{FIXTURE_GPU} {i}")
+    props = SimpleNamespace(total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 21, 5))
+    hardware, versions = environment(on_gpu=True)
+    assert hardware["gpus"] == [f"{FIXTURE_GPU} 0", f"{FIXTURE_GPU} 1"]
+    assert hardware["gpu_memory_bytes"] == [80 * 2**30] * 2
+    assert versions["nccl"] == "2.21.5"
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
@@ -220,6 +239,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=240,
         cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "MAKELEVEL"},  # as if run by hand
     )
 
 
@@ -251,3 +271,47 @@ def test_the_script_runs_its_checks_on_cpu_processes_when_asked(tmp_path):
     assert recorded.command == "python " + str(ROOT / "benchmarks" / "gpu_demo.py") + (
         f" --cpu-ok --schedules 1f1b,zb-v --out {tmp_path}"
     )
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_demo", ROOT / "benchmarks" / "gpu_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_gpu_demo(monkeypatch, tmp_path, failures: list[str]):
+    """The script with its runs and machine replaced by a TEST FIXTURE: one GPU (shared
+    mode), runs that return the fixture's timelines and ``failures``, data/gpu_demo/ in
+    ``tmp_path``. No process starts and no GPU is asked."""
+    script = load_script()
+    fixture = fixture_recording()
+    monkeypatch.setattr(script, "choose_mode", lambda: mode_for(1))
+    monkeypatch.setattr(
+        script, "run", lambda mode, names: (fixture.runs, {"gradients": "fixture"}, failures)
+    )
+    monkeypatch.setattr(script, "environment", lambda on_gpu: (fixture.hardware, fixture.versions))
+    for module in (script, recording):
+        monkeypatch.setattr(module, "GPU_DATA", tmp_path / "gpu_demo")
+    monkeypatch.setattr(script.tempfile, "mkdtemp", lambda prefix: str(tmp_path / prefix))
+    monkeypatch.delenv("MAKELEVEL", raising=False)  # as if run by hand, also under make test
+    return script
+
+
+def test_on_a_gpu_the_script_writes_its_recording_to_data(monkeypatch, tmp_path, capsys):
+    script = fake_gpu_demo(monkeypatch, tmp_path, failures=[])
+    assert script.main([]) == 0
+    (loaded,) = load_recordings(tmp_path / "gpu_demo")
+    assert loaded.mode == "shared-gpu" and loaded.hardware["gpus"] == [FIXTURE_GPU]
+    assert loaded.command.endswith("benchmarks/gpu_demo.py") and "time" in loaded.checks
+    assert "commit it (git add data/gpu_demo/)" in capsys.readouterr().out
+
+
+def test_a_failed_check_keeps_the_recording_out_of_data(monkeypatch, tmp_path, capsys):
+    script = fake_gpu_demo(monkeypatch, tmp_path, failures=["gradients zb-v: differ"])
+    assert script.main([]) == 1
+    assert not (tmp_path / "gpu_demo").exists()
+    out = capsys.readouterr().out
+    assert "FAILED (1):" in out and "gradients zb-v: differ" in out
+    assert "recording kept out of data/" in out
+    assert len(list((tmp_path / "ppbook-gpu-demo-failed-").glob("*.json"))) == 1

@@ -139,9 +139,10 @@ class Recording:
 
 
 def environment(on_gpu: bool) -> tuple[dict, dict]:
-    """``(hardware, versions)`` of this machine. ``on_gpu``: also name the GPUs and their
-    memory (CUDA calls; none otherwise)."""
+    """``(hardware, versions)`` of this machine. ``on_gpu``: also name the GPUs, their
+    memory and NCCL's version (CUDA calls; none otherwise)."""
     import torch
+    import torch.distributed as dist
 
     hardware = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "gpus": []}
     nccl = None
@@ -151,7 +152,9 @@ def environment(on_gpu: bool) -> tuple[dict, dict]:
         hardware["gpu_memory_bytes"] = [
             torch.cuda.get_device_properties(i).total_memory for i in range(count)
         ]
-        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        if dist.is_nccl_available():
+            found = torch.cuda.nccl.version()  # (2, 21, 5); an int in older torch
+            nccl = ".".join(map(str, found)) if isinstance(found, tuple) else str(found)
     versions = {
         "python": platform.python_version(),
         "torch": torch.__version__,
