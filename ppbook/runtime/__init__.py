@@ -16,6 +16,10 @@ Importing this package imports nothing heavy; import the module you need:
 - :mod:`~ppbook.runtime.torch_import`: :func:`from_pytorch`, PyTorch's schedule classes as
   ppbook schedules (no processes);
 - :mod:`~ppbook.runtime.torch_engine`: ``engine="torch"``, a schedule run on PyTorch's engine;
+- :mod:`~ppbook.runtime.devices`: :func:`choose_mode` (NCCL, a shared GPU, or CPU, and why)
+  and the clock checks of a run (chapter 9);
+- :mod:`~ppbook.runtime.recording`: runs recorded with their hardware, versions and command
+  (``make gpu-demo``, ``data/gpu_demo/``), and read back;
 - :mod:`~ppbook.cli.run`: ``ppbook run``.
 
 Inside a rank: :mod:`~ppbook.runtime.context` (process group, devices, loopback),
