@@ -18,11 +18,13 @@ from ppbook.simulate import simulate
 
 
 def test_9_1_modes_of_three_machines():
-    assert check("9.1", ["cpu", "shared-gpu", "nccl"])
-    assert check("9.1", ("CPU", " Shared-GPU", "nccl"))  # case and spaces do not matter
-    assert "NCCL cannot put two ranks" in check("9.1", ["cpu", "nccl", "nccl"]).message
-    assert "seven idle" in check("9.1", ["cpu", "shared-gpu", "shared-gpu"]).message
-    assert "can hold both ranks" in check("9.1", ["cpu", "cpu", "nccl"]).message
+    # 3 ranks on 2 GPUs: ranks 0 and 2 on GPU 0, so no NCCL; 2 on 4: one GPU each; no CUDA.
+    assert check("9.1", ["shared-gpu", "nccl", "cpu"])
+    assert check("9.1", ("Shared-GPU ", "NCCL", "cpu"))  # case and spaces do not matter
+    assert "two ranks land on one GPU" in check("9.1", ["nccl", "nccl", "cpu"]).message
+    assert "can hold the ranks" in check("9.1", ["cpu", "nccl", "cpu"]).message
+    assert "a GPU of its own" in check("9.1", ["shared-gpu", "shared-gpu", "cpu"]).message
+    assert "sees no GPU" in check("9.1", ["shared-gpu", "nccl", "shared-gpu"]).message
     assert "not a mode" in check("9.1", ["cpu", "gpu", "nccl"]).message
     assert "a list of 3 modes" in check("9.1", "nccl").message
 

@@ -7,7 +7,7 @@ under costs measured on CPU processes: ``data/bench_runtime_cpu.txt``, F about 1
 B about 20 ms, a transfer about 0.5 ms), the run configuration's own check
 (:func:`ppbook.runtime.config.check`), and the clock offset of one round trip as
 :func:`ppbook.runtime.clock.clock_offsets` computes it. The hints name the usual slips:
-NCCL with two ranks on one GPU, every GPU idle but one, the runtime's round-robin map,
+NCCL with two ranks on one GPU, a GPU-less torch, the runtime's round-robin map,
 GPipe's formula for 1F1B, the bubble formula without transfers, a run that cannot be
 compared, and the offset read off the send or the return alone.
 """
@@ -29,23 +29,24 @@ from ppbook.simulate import simulate
 # ----- 9.1 the mode of a machine ----------------------------------------------------------------
 
 MACHINES = (
-    ("a laptop without a GPU", 0, False),
-    ("a workstation with one GPU", 1, True),
-    ("a node with eight GPUs and NCCL", 8, True),
+    ("3 ranks on a node with 2 GPUs and NCCL", 2, True, 3),
+    ("2 ranks on a node with 4 GPUs and NCCL", 4, True, 2),
+    ("2 ranks under a torch built without CUDA", 0, False, 2),
 )
-"""(description, GPUs, NCCL) of the machines of exercise 9.1."""
+"""(description, GPUs, NCCL, ranks) of the machines of exercise 9.1."""
 
 
 @exercise(
     "9.1",
-    "Choose the mode (nccl, shared-gpu or cpu) of a two-or-more-rank pipeline for a laptop "
-    "without a GPU, a workstation with one GPU, and a node with eight GPUs and NCCL.",
+    "Choose the mode (nccl, shared-gpu or cpu) of 3 ranks on 2 GPUs with NCCL, of 2 ranks "
+    "on 4 GPUs with NCCL, and of 2 ranks under a torch built without CUDA.",
     kind="choose",
-    solution="No GPU: CPU processes over gloo (`cpu`). One GPU: two ranks must share it, and "
-    "NCCL cannot put two ranks on one device, so they talk gloo through host memory "
-    "(`shared-gpu`). Eight GPUs with NCCL: one rank per GPU, messages GPU to GPU (`nccl`). "
-    '`[mode_for(0, False).name, mode_for(1).name, mode_for(8).name]` gives `["cpu", '
-    '"shared-gpu", "nccl"]`.',
+    solution="3 ranks on 2 GPUs: ranks 0 and 2 share GPU 0 (rank r on GPU r mod 2), and NCCL "
+    "cannot put two ranks of one communicator on one device, so all ranks talk gloo through "
+    "host memory (`shared-gpu`). 2 ranks on 4 GPUs: each rank has its own GPU, messages go "
+    "GPU to GPU (`nccl`; two GPUs stay idle). A torch without CUDA sees no GPU: CPU "
+    "processes over gloo (`cpu`). `[mode_for(2, nproc=3).name, mode_for(4, nproc=2).name, "
+    'mode_for(0, False, nproc=2).name]` gives `["shared-gpu", "nccl", "cpu"]`.',
     answer_name="answer_1",
 )
 def _modes(answer):
@@ -58,27 +59,30 @@ def _modes(answer):
     for text in given:
         if text not in MODES:
             return wrong(f"{text!r} is not a mode; the modes are {', '.join(MODES)}.")
-    truth = [mode_for(gpus, nccl).name for _, gpus, nccl in MACHINES]
+    truth = [mode_for(gpus, nccl, ranks).name for _, gpus, nccl, ranks in MACHINES]
     if given == truth:
-        return right("no GPU: cpu; one GPU: two ranks share it; eight: one rank per GPU.")
-    machine, gpus, mine = next(
-        (machine, gpus, mine)
-        for (machine, gpus, _), mine, theirs in zip(MACHINES, given, truth, strict=True)
+        return right(
+            "more ranks than GPUs: shared; a GPU for every rank: NCCL; no CUDA: CPU processes."
+        )
+    machine, gpus, ranks, mine = next(
+        (machine, gpus, ranks, mine)
+        for (machine, gpus, _, ranks), mine, theirs in zip(MACHINES, given, truth, strict=True)
         if mine != theirs
     )
-    if gpus == 1 and mine == "nccl":
+    if gpus == 0:
+        return wrong(f"{machine}: torch sees no GPU at all.", "what is left without one?")
+    if ranks > gpus and mine == "nccl":
         return wrong(
-            f"{machine}: NCCL cannot put two ranks on one device.",
-            "the ranks can still share the GPU if their messages go another way.",
+            f"{machine}: two ranks land on one GPU, and NCCL cannot put two ranks of one "
+            "communicator on one device.",
+            "the ranks can still share the GPUs if their messages go another way.",
         )
-    if gpus == 1:
-        return wrong(f"{machine}: the GPU can hold both ranks.", "look at the shared path.")
-    if gpus == 8 and mine == "shared-gpu":
-        return wrong(
-            f"{machine}: sharing one GPU leaves seven idle.",
-            "with a GPU for every rank, how do the messages travel?",
-        )
-    return wrong(f"{machine}: not {mine}.", "count the GPUs each rank can have.")
+    if ranks > gpus:
+        return wrong(f"{machine}: the GPUs can hold the ranks.", "look at the shared path.")
+    return wrong(
+        f"{machine}: every rank can have a GPU of its own.",
+        "with a GPU for every rank, how do the messages travel?",
+    )
 
 
 # ----- 9.2 four ranks on two GPUs ---------------------------------------------------------------
