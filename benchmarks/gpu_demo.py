@@ -19,7 +19,8 @@ memory) when there is one. In at most :data:`BUDGET` seconds it checks:
 If every check passes, it writes the timelines with the hardware (GPU names, count,
 memory), the versions (torch, CUDA, NCCL, ppbook's git commit), the command and the date to
 ``data/gpu_demo/`` (:mod:`ppbook.runtime.recording`), where chapter 9 finds them; if one
-fails, it writes them to a temporary folder, says what failed and exits with status 1.
+fails, it writes them to a temporary folder, says what failed and exits with status 1 (a
+run that stops, a rank failing or hanging, ends the demo with its error, status 1).
 
 On a machine without a GPU it says so and exits 0, writing nothing. ``--cpu-ok`` runs the
 same checks on CPU processes into a temporary folder (tests; never into ``data/gpu_demo/``:
@@ -42,7 +43,7 @@ from pathlib import Path
 
 from ppbook.runtime.config import RunConfig, check
 from ppbook.runtime.devices import GPU_MARK_SLACK, Mode, choose_mode, clock_problems
-from ppbook.runtime.launch import launch_many
+from ppbook.runtime.launch import PipelineError, launch_many
 from ppbook.runtime.recording import GPU_DATA, Recording, environment, write_recording
 from ppbook.runtime.reference import assert_matches_reference
 from ppbook.schedules import SCHEDULES
@@ -183,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     if not on_gpu:
         print("CPU processes: the numbers below are CPU numbers, not GPU numbers.")
     started = time.monotonic()
-    timelines, checks, failures = run(mode, names)
+    try:
+        timelines, checks, failures = run(mode, names)
+    except PipelineError as exc:  # a rank failed or hung: the error names it
+        print(f"FAILED: a run stopped, nothing written.\n{exc}")
+        return 1
     elapsed = time.monotonic() - started
     checks["time"] = f"{elapsed:.0f} s (budget {BUDGET:.0f} s)"
     if elapsed > BUDGET:

@@ -29,6 +29,7 @@ from ppbook.runtime.devices import (
     dependency_violations,
     mode_for,
 )
+from ppbook.runtime.launch import PipelineError
 from ppbook.runtime.recording import (
     Recording,
     environment,
@@ -315,3 +316,16 @@ def test_a_failed_check_keeps_the_recording_out_of_data(monkeypatch, tmp_path, c
     assert "FAILED (1):" in out and "gradients zb-v: differ" in out
     assert "recording kept out of data/" in out
     assert len(list((tmp_path / "ppbook-gpu-demo-failed-").glob("*.json"))) == 1
+
+
+def test_a_run_that_stops_ends_the_demo_with_its_error(monkeypatch, tmp_path, capsys):
+    script = fake_gpu_demo(monkeypatch, tmp_path, failures=[])
+
+    def stopped(mode, names):
+        raise PipelineError("rank 1 failed: RuntimeError: NCCL error (test fixture)", rank=1)
+
+    monkeypatch.setattr(script, "run", stopped)
+    assert script.main([]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: a run stopped, nothing written." in out and "rank 1 failed" in out
+    assert not (tmp_path / "gpu_demo").exists()
