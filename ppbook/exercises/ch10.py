@@ -20,6 +20,7 @@ from ppbook.across_nodes import messages_across_nodes
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, number, right, wrong
+from ppbook.exercises.ch7 import two_node_devices
 from ppbook.flops import layer_flops
 from ppbook.links import Link, Topology, boundary_bytes
 from ppbook.memory import ModelShape, Parallel
@@ -76,14 +77,9 @@ def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
     answer_name="answer_2",
 )
 def _placement(answer):
-    if isinstance(answer, str | bytes) or not hasattr(answer, "__iter__"):
-        return wrong(f"this exercise wants a list of 16 devices, got {shown(answer)}.")
-    devices = list(answer)
-    if len(devices) != 2 * NODE or sorted(devices) != list(range(2 * NODE)):
-        return wrong(
-            f"give each of the 16 ranks its own device 0-15, got {shown(devices)}.",
-            "devices 0-7 are node 0, 8-15 node 1.",
-        )
+    devices = two_node_devices(answer)
+    if not isinstance(devices, list):
+        return devices
     schedule, m = interleaved_1f1b(2 * NODE, 32, 2), 32
     given, best = two_node_costs(12.5, devices), two_node_costs(12.5)
     crossing = messages_across_nodes(schedule, given.topology) / (2 * m)

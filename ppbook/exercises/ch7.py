@@ -196,6 +196,20 @@ def _two_nodes(placement) -> Topology:
     )
 
 
+def two_node_devices(answer):
+    """The answer as a list of 16 distinct devices 0-15 (rank r on ``devices[r]``), or the
+    verdict that says what is wrong with it (chapters 7 and 10 place 16 ranks on 2 nodes)."""
+    if isinstance(answer, str | bytes) or not hasattr(answer, "__iter__"):
+        return wrong(f"this exercise wants a list of 16 devices, got {shown(answer)}.")
+    devices = list(answer)
+    if len(devices) != 2 * NODE or sorted(devices) != list(range(2 * NODE)):
+        return wrong(
+            f"give each of the 16 ranks its own device 0-15, got {shown(devices)}.",
+            "devices 0-7 are node 0, 8-15 node 1.",
+        )
+    return devices
+
+
 @exercise(
     "7.5",
     "Construct a placement (one device 0-15 per rank) of ZB-V's 16 ranks on two nodes of 8 "
@@ -209,14 +223,9 @@ def _two_nodes(placement) -> Topology:
     answer_name="answer_5",
 )
 def _placement(answer):
-    if isinstance(answer, str | bytes) or not hasattr(answer, "__iter__"):
-        return wrong(f"this exercise wants a list of 16 devices, got {shown(answer)}.")
-    devices = list(answer)
-    if len(devices) != 2 * NODE or sorted(devices) != list(range(2 * NODE)):
-        return wrong(
-            f"give each of the 16 ranks its own device 0-15, got {shown(devices)}.",
-            "devices 0-7 are node 0, 8-15 node 1.",
-        )
+    devices = two_node_devices(answer)
+    if not isinstance(devices, list):
+        return devices
     schedule, m = zb_v(2 * NODE, 2 * NODE), 2 * NODE
     given, best = _two_nodes(devices), _two_nodes(None)
     crossing = messages_across_nodes(schedule, given) / m
