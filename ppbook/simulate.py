@@ -88,16 +88,17 @@ def simulate(
     repeated = schedule.repeated(steps)  # checks the limits before the copies are made
     period = one.makespan  # the next step starts when the last rank has finished this one
     shifts = [k * period for k in range(steps)]
-    return Timeline.from_arrays(
-        repeated,
-        [[t + shift for shift in shifts for t in row] for row in one.starts],
-        [[t + shift for shift in shifts for t in row] for row in one.ends],
-        activation_bytes=one.activation_bytes,
-        source=one.source,
-        time_unit=one.time_unit,
+
+    def copies(rows):
+        return tuple(tuple(t + shift for shift in shifts for t in row) for row in rows)
+
+    return replace(
+        one,
+        schedule=repeated,
+        starts=copies(one.starts),
+        ends=copies(one.ends),
         steps=steps,
         sync=sync,
-        w_memory=one.w_memory,
     )
 
 

@@ -33,7 +33,7 @@ from fractions import Fraction
 from functools import cached_property
 from itertools import accumulate
 
-from ppbook.checks import finite_result
+from ppbook.checks import as_count, finite_result
 from ppbook.schedule import Action, Schedule, Step
 
 ACTIVATION_UNIT = "micro-batch activations of a full stage"
@@ -94,8 +94,7 @@ class Timeline:
             unit = "s" if self.source == "measured" else "time unit"
             object.__setattr__(self, "time_unit", unit)
         m = self.schedule.num_microbatches
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"a timeline's steps must be a whole number >= 1, got {self.steps!r}")
+        object.__setattr__(self, "steps", as_count(self.steps, "steps", "a timeline"))
         if m % self.steps:
             raise ValueError(
                 f"a timeline of {self.steps} steps needs a multiple of {self.steps} "
@@ -186,6 +185,13 @@ class Timeline:
     @cached_property
     def _per_step(self) -> tuple[tuple[tuple[float, float, float] | None, ...], ...]:
         """``[step][rank]``: (first start, last end, compute time), None if nothing ran."""
+        if self.steps == 1:  # the whole timeline: no pass over the actions in Python
+            return (
+                tuple(
+                    (min(starts), max(ends), busy) if starts else None
+                    for starts, ends, busy in zip(self.starts, self.ends, self._busy, strict=True)
+                ),
+            )
         m = self.microbatches_per_step
         table: list[list[list[float] | None]] = [[None] * self.num_ranks for _ in range(self.steps)]
         for rank, row in enumerate(self.schedule.actions):
