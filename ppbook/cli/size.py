@@ -73,38 +73,32 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     job = parser.add_argument_group("the job and the cluster")
     job.add_argument("--global-batch", type=int, required=True, help="samples per step B")
     job.add_argument("--gpus", type=int, required=True, help="number of GPUs N")
-    job.add_argument(
-        "--gpu-memory-gb",
-        type=float,
-        default=H100_SXM["gpu_memory_gb"],
-        help="memory per GPU, GB (default %(default)g)",
-    )
     job.add_argument("--gpus-per-node", type=int, default=8, help="default %(default)s")
-    job.add_argument(
-        "--gpu-tflops",
-        type=float,
-        default=H100_SXM["tflops"],
-        help="peak dense 16-bit TFLOPS per GPU (default %(default)g, H100 SXM)",
-    )
-    job.add_argument(
-        "--utilisation",
-        type=float,
-        default=UTILISATION,
-        help="fraction of peak sustained (default %(default)g: Megatron-LM's Table 1 "
-        "reached 0.44-0.52 on A100)",
-    )
-    job.add_argument(
-        "--intra-node-gbps",
-        type=float,
-        default=H100_SXM["intra_node_gbps"],
-        help="GB/s per direction inside a node (default %(default)g, NVLink 4)",
-    )
-    job.add_argument(
-        "--inter-node-gbps",
-        type=float,
-        default=H100_SXM["inter_node_gbps"],
-        help="GB/s per GPU and direction between nodes (default %(default)g, IB NDR)",
-    )
+    for flag, default, text in (
+        ("--gpu-memory-gb", H100_SXM["gpu_memory_gb"], "memory per GPU, GB (default %(default)g)"),
+        (
+            "--gpu-tflops",
+            H100_SXM["tflops"],
+            "peak dense 16-bit TFLOPS per GPU (default %(default)g, H100 SXM)",
+        ),
+        (
+            "--utilisation",
+            UTILISATION,
+            "fraction of peak sustained (default %(default)g: Megatron-LM's Table 1 "
+            "reached 0.44-0.52 on A100)",
+        ),
+        (
+            "--intra-node-gbps",
+            H100_SXM["intra_node_gbps"],
+            "GB/s per direction inside a node (default %(default)g, NVLink 4)",
+        ),
+        (
+            "--inter-node-gbps",
+            H100_SXM["inter_node_gbps"],
+            "GB/s per GPU and direction between nodes (default %(default)g, IB NDR)",
+        ),
+    ):
+        job.add_argument(flag, type=float, default=default, help=text)
     fixed = parser.add_argument_group("fix part of the answer (default: search)")
     fixed.add_argument("--tp", type=int, help="tensor-parallel size")
     fixed.add_argument("--pp", type=int, help="pipeline-parallel size")
