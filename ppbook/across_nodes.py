@@ -40,6 +40,7 @@ from ppbook.memory import ModelShape, Parallel
 from ppbook.schedule import Schedule
 from ppbook.schedules import one_f_one_b
 from ppbook.simulate import simulate
+from ppbook.sizing_costs import ring_allreduce_s
 from ppbook.timeline import Timeline
 
 ALL_REDUCES_PER_LAYER_PER_PASS = 2
@@ -87,8 +88,7 @@ def _pass_seconds(shape, layers, tp, microbatch_size, flops_per_second, gb_per_s
     """F and B of ``layers`` layers on one of ``tp`` devices: FLOPs plus all-reduces."""
     flops = layer_flops(shape, Parallel(tp=tp, microbatch_size=microbatch_size))
     message = boundary_bytes(microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element)
-    reduce = ALL_REDUCES_PER_LAYER_PER_PASS * allreduce_bytes_per_device(message, tp)
-    reduce_s = reduce / (gb_per_s * 1e9) if tp > 1 else 0.0
+    reduce_s = ALL_REDUCES_PER_LAYER_PER_PASS * ring_allreduce_s(message, tp, gb_per_s)
     return {key: layers * (flops[key] / flops_per_second + reduce_s) for key in ("F", "B")}
 
 

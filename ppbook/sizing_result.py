@@ -7,7 +7,7 @@ fraction f = idle / total time of the pipeline's step (REFERENCES.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from ppbook.costs import Costs
 from ppbook.memory import MemoryBreakdown, ModelShape, Parallel, peak_memory, total_parameters
@@ -29,16 +29,7 @@ class Config:
     recompute: str
 
     def as_dict(self) -> dict:
-        return {
-            "tp": self.tp,
-            "pp": self.pp,
-            "dp": self.dp,
-            "schedule": self.schedule,
-            "v": self.v,
-            "microbatch_size": self.microbatch_size,
-            "num_microbatches": self.num_microbatches,
-            "recompute": self.recompute,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
