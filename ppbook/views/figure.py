@@ -76,11 +76,18 @@ def display_size(fig: Figure) -> tuple[int, int]:
     return round(width), round(height)
 
 
-def png_bytes(fig: Figure, pixel_ratio: int = PIXEL_RATIO) -> bytes:
+def png_bytes(fig: Figure, pixel_ratio: int = PIXEL_RATIO, compress_level: int = 6) -> bytes:
     """``fig`` as a PNG of ``pixel_ratio`` times :func:`display_size` (the whole figure,
-    not cropped, so the declared size holds)."""
+    not cropped, so the declared size holds). ``compress_level`` is zlib's, 0-9 (6, PIL's
+    default; a widget redrawing on every slider move takes 1: it is spent drawing, not
+    squeezing bytes that stay on the reader's machine)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=fig.dpi * pixel_ratio)
+    fig.savefig(
+        buffer,
+        format="png",
+        dpi=fig.dpi * pixel_ratio,
+        pil_kwargs={"compress_level": compress_level},
+    )
     return buffer.getvalue()
 
 

@@ -17,12 +17,10 @@ Measured in JupyterLab 4 in Chromium, a notebook's output area is about 590 px w
 
 from __future__ import annotations
 
-import io
-
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ppbook.views.figure import PIXEL_RATIO, display_size
+from ppbook.views.figure import display_size, png_bytes
 
 CONTROL_WIDTH = 370
 """Width of one control, in px: the label, the track and the value readout."""
@@ -68,16 +66,9 @@ def picture(figure: Figure) -> widgets.Image:
 
 
 def show_figure(image: widgets.Image, figure: Figure) -> None:
-    """Draw ``figure`` into ``image`` as a 2x PNG and show it.
-
-    As :func:`ppbook.views.figure.png_bytes`, but compressed fast: a slider's round trip
-    is spent drawing, not squeezing bytes that stay on the reader's machine.
-    """
-    buffer = io.BytesIO()
-    figure.savefig(
-        buffer, format="png", dpi=figure.dpi * PIXEL_RATIO, pil_kwargs={"compress_level": 1}
-    )
-    image.value = buffer.getvalue()
+    """Draw ``figure`` into ``image`` as a 2x PNG (:func:`ppbook.views.figure.png_bytes`,
+    compressed fast: a slider's round trip is spent drawing) and show it."""
+    image.value = png_bytes(figure, compress_level=1)
     image.layout.visibility = "visible"
 
 
