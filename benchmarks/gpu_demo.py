@@ -39,6 +39,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from ppbook.runtime.config import RunConfig, check
@@ -57,9 +58,8 @@ TIMEOUT = 60.0  # seconds a rank waits for a message before the run fails
 
 def gradient_configs(mode: Mode, names: list[str]) -> tuple[list[RunConfig], dict[str, str]]:
     """Two-rank float64 runs that collect gradients, and the schedules refused, with why."""
-    configs, refused = [], {}
-    for name in names:
-        config = RunConfig(
+    return checked(
+        RunConfig(
             schedule=name,
             nproc=GRADIENT_RANKS,
             num_microbatches=4,
@@ -72,21 +72,15 @@ def gradient_configs(mode: Mode, names: list[str]) -> tuple[list[RunConfig], dic
             timeout=TIMEOUT,
             label=f"gradients {name}",
         )
-        try:
-            check(config)
-        except ValueError as exc:
-            refused[name] = str(exc)
-            continue
-        configs.append(config)
-    return configs, refused
+        for name in names
+    )
 
 
 def timed_configs(mode: Mode, names: list[str]) -> tuple[list[RunConfig], dict[str, str]]:
     """Float32 runs on every rank of ``mode``, three steps each, and the schedules refused."""
     on_gpu = mode.device == "cuda"
-    configs, refused = [], {}
-    for name in names:
-        config = RunConfig(
+    return checked(
+        RunConfig(
             schedule=name,
             nproc=mode.nproc,
             num_microbatches=2 * mode.nproc,
@@ -97,13 +91,22 @@ def timed_configs(mode: Mode, names: list[str]) -> tuple[list[RunConfig], dict[s
             timeout=TIMEOUT,
             label=f"timeline {name}",
         )
+        for name in names
+    )
+
+
+def checked(configs: Iterable[RunConfig]) -> tuple[list[RunConfig], dict[str, str]]:
+    """The configs :func:`~ppbook.runtime.config.check` accepts, and the schedules it
+    refuses, with why."""
+    accepted, refused = [], {}
+    for config in configs:
         try:
             check(config)
         except ValueError as exc:
-            refused[name] = str(exc)
+            refused[config.schedule] = str(exc)
             continue
-        configs.append(config)
-    return configs, refused
+        accepted.append(config)
+    return accepted, refused
 
 
 def run(mode: Mode, names: list[str]) -> tuple[dict, dict, list[str]]:
