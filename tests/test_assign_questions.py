@@ -193,18 +193,14 @@ def test_assignment_4_thresholds_memory_and_deadlock():
 
 
 @pytest.fixture(scope="module")
-def pipeline_data():
-    """Losses and gradients of transport.RUNS with the runtime's own send and receive."""
-    from ppbook.runtime.launch import launch_many
-
-    results = launch_many(list(transport.RUNS.values()))
-    return {
-        name: {
-            "loss": result.losses[0],
-            "grads": {key: grad.tolist() for key, grad in result.grads.items()},
-        }
-        for name, result in zip(transport.RUNS, results, strict=True)
-    }
+def pipeline_data(tmp_path_factory):
+    """Losses and gradients of transport.RUNS with the runtime's own send and receive, as
+    the notebook gets them: write_transport, then pipeline_gradients."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("assignment_3"))
+        module = transport.write_transport(receive, deliver, "own_transport")
+        patch.syspath_prepend(str(module.parent))  # the ranks get the launcher's sys.path
+        return transport.pipeline_gradients("own_transport")
 
 
 def test_assignment_3_scores_the_runtime_s_own_transport_full(pipeline_data):
@@ -260,13 +256,17 @@ def test_self_checks_are_the_grader_s_scores_under_the_exercise_api():
 
 
 def receive(runner, part):
-    """A stand-in for the reader's receive, for write_transport."""
-    return needs(runner.schedule, *part)
+    """A stand-in for the reader's receive: the runtime's own."""
+    from ppbook.runtime.execute import StepRunner
+
+    return StepRunner.receive(runner, part)
 
 
 def deliver(runner, part, result):
-    """A stand-in for the reader's deliver."""
-    return sends(runner.schedule, *part)
+    """A stand-in for the reader's deliver: the runtime's own."""
+    from ppbook.runtime.execute import StepRunner
+
+    StepRunner.deliver(runner, part, result)
 
 
 def test_write_transport_writes_the_two_functions_where_the_ranks_import_them(
