@@ -27,6 +27,7 @@ by the costs (:mod:`ppbook.sizing_costs`).
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import replace
 from functools import lru_cache
 
@@ -247,7 +248,7 @@ class _Search:
             )
             return
         costs = _costs(self.shape, self.hardware, c, parallel)
-        option = Option(c, worst.total, worst.rank, worst, True, costs=costs)
+        option = Option(c, worst.total, worst.rank, worst, costs=costs)
         self.pending.append((_lower_bound(option, self.shape, self.hardware), option))
 
 
@@ -375,23 +376,19 @@ def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
     pending.sort(key=lambda item: item[0])
     done: list[Option] = []
     for bound, option in pending:
-        if top is not None and len(done) >= top:
-            done.sort(key=_order)
-            if bound > done[top - 1].step_time_s:
-                break
+        if top is not None and len(done) >= top and bound > done[top - 1].step_time_s:
+            break
         c = option.config
         timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, option.costs)
         makespan, bubble = timeline.makespan, timeline.bubble_fraction
         allreduce = _allreduce(option, hardware)
-        done.append(
-            replace(
-                option,
-                step_time_s=makespan + allreduce,
-                pipeline_s=makespan,
-                allreduce_s=allreduce,
-                bubble_fraction=bubble,
-            )
+        simulated_option = replace(
+            option,
+            step_time_s=makespan + allreduce,
+            pipeline_s=makespan,
+            allreduce_s=allreduce,
+            bubble_fraction=bubble,
         )
-    done.sort(key=_order)
+        insort(done, simulated_option, key=_order)  # done stays fastest first
     kept = done if top is None else done[:top]
     return kept, len(pending) - len(kept)

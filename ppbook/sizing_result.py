@@ -34,15 +34,14 @@ class Config:
 
 @dataclass(frozen=True)
 class Option:
-    """A configuration evaluated: memory of its fullest GPU (``memory_rank``, a pipeline
-    rank) with its breakdown, and, when simulated, the step time in seconds (``pipeline_s``
+    """A configuration that fits, evaluated: memory of its fullest GPU (``memory_rank``, a
+    pipeline rank) with its breakdown, and, when simulated, the step time in seconds (``pipeline_s``
     simulated plus ``allreduce_s``) and the pipeline's bubble fraction f = idle / total."""
 
     config: Config
     memory_bytes: float
     memory_rank: int
     breakdown: MemoryBreakdown
-    fits: bool
     step_time_s: float | None = None
     pipeline_s: float | None = None
     allreduce_s: float | None = None
@@ -59,7 +58,7 @@ class Option:
             "memory_per_gpu_bytes": self.memory_bytes,
             "memory_rank": self.memory_rank,
             "memory_breakdown_bytes": self.breakdown.as_dict(),
-            "fits": self.fits,
+            "fits": True,  # what does not fit is a Rejection
         }
 
 
