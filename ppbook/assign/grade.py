@@ -32,6 +32,7 @@ from pathlib import Path
 from ppbook.assign.kernel import Kernel, Outcome, first_line
 from ppbook.assign.processes import become_subreaper
 from ppbook.assign.sandbox import Limits, choose
+from ppbook.checks import clipped
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds for all the notebook's cells together (``--timeout``)."""
@@ -186,8 +187,7 @@ def _read_answer(answer: Path) -> dict | None:
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clipped(" ".join(str(text).split()), limit)
 
 
 def explain(record: dict) -> str:

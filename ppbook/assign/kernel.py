@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ppbook.assign.processes import kill_everything, pid_namespaces_below, start_ticks
 from ppbook.assign.sandbox import Limits, Sandbox, command
+from ppbook.checks import clipped
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 MAX_OUTPUT_CHARS = 64 * 1024
@@ -49,8 +50,7 @@ def first_line(source: str) -> str:
     """The first non-blank line of a cell, cut to 60 characters, for messages."""
     for line in source.splitlines():
         if line.strip():
-            line = line.strip()
-            return line if len(line) <= 60 else line[:57] + "..."
+            return clipped(line.strip(), 60)
     return "(empty cell)"
 
 
