@@ -64,7 +64,7 @@ def test_readout_names_both_bubble_measures_and_the_units(explorer):
     assert f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f}" in html
     assert "bubble rate 1 - m(F+I+W)/longest span" in html
     assert f"<b>{timeline.zb_bubble_rate:.3f}</b>" in html
-    assert f"makespan = {timeline.makespan:.4g} time unit" in html
+    assert f"makespan = {timeline.makespan:.4g} time units" in html
     shown = ", ".join(f"{peak:.3g}" for peak in peaks(explorer))
     assert f"peak activations per rank (micro-batch activations of a full stage): [{shown}]" in html
     assert "F = 1, I = 1, W = 1, c = 0 time units" in html
@@ -77,12 +77,12 @@ def test_at_p_and_2p_minus_1_no_worse_than_the_handcrafted_schedules(explorer):
     # m(F+I+W) = 24 (it starts rF late and ends (p-1-r)F early): rate 0.
     one_p = explorer.update(memory_limit=4)
     assert one_p.makespan <= 27 and one_p.zb_bubble_rate <= 1 / 9 + 1e-12
-    assert "ZB-H1 (K = p = 4): makespan 27 time unit, f = 0.111, rate = 0.111" in (
+    assert "ZB-H1 (K = p = 4): makespan 27 time units, f = 0.111, rate = 0.111" in (
         explorer.readout.value
     )
     two_p = explorer.update(memory_limit=7)
     assert two_p.makespan <= 27 and two_p.zb_bubble_rate <= 1e-12
-    assert "ZB-H2 (K = 2p-1 = 7): makespan 27 time unit, f = 0.111, rate = 0.000" in (
+    assert "ZB-H2 (K = 2p-1 = 7): makespan 27 time units, f = 0.111, rate = 0.000" in (
         explorer.readout.value
     )
 

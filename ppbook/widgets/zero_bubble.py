@@ -33,6 +33,7 @@ from ppbook.timeline import ACTIVATION_UNIT, Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES
 from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
+from ppbook.views.text import plural
 from ppbook.widgets.explorer import Explorer
 from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
 
@@ -167,7 +168,7 @@ class ZeroBubbleExplorer(Explorer):
 
 def _rates(timeline: Timeline) -> str:
     return (
-        f"makespan {timeline.makespan:.4g} {html.escape(timeline.time_unit)}, "
+        f"makespan {timeline.makespan:.4g} {html.escape(plural(timeline.time_unit))}, "
         f"f = {timeline.bubble_fraction:.3f}, rate = {timeline.zb_bubble_rate:.3f}"
     )
 
@@ -193,14 +194,14 @@ def _metrics_html(timeline: Timeline, limit: int, costs: Costs) -> str:
     return (
         f"<div style='{TEXT}'>"
         f"<b>zb-auto: p = {p}, m = {m}, memory limit K = {limit}, one step, "
-        f"makespan = {timeline.makespan:.4g} {html.escape(timeline.time_unit)}</b><br>"
+        f"makespan = {timeline.makespan:.4g} {html.escape(plural(timeline.time_unit))}</b><br>"
         f"bubble fraction f = idle/total = {timeline.bubble_fraction:.3f}; "
         f"the Zero Bubble paper's bubble rate 1 - m(F+I+W)/longest span = "
         f"<b>{timeline.zb_bubble_rate:.3f}</b><br>"
         f"peak activations per rank ({html.escape(ACTIVATION_UNIT)}): [{shown_peaks}], "
         f"limit K = {limit}<br>"
         f"costs per device share: F = {costs.F:g}, I = {costs.I:g}, W = {costs.W:g}, "
-        f"c = {costs.comm:g} {html.escape(timeline.time_unit)}s<br>"
+        f"c = {costs.comm:g} {html.escape(plural(timeline.time_unit))}<br>"
         f"on the same costs: {'; '.join(beside)}<br>"
         f"{key} {idle} &nbsp;lighter = later micro-batch; memory panel: one line per rank, "
         f"rank 0 darkest and widest, the dashed line the limit K</div>"
