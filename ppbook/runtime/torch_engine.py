@@ -43,9 +43,10 @@ from torch.nn import functional
 from ppbook.runtime.clock import ActionClock
 from ppbook.runtime.config import RunConfig, input_shape, num_parts
 from ppbook.runtime.context import Context, listening_addresses
-from ppbook.runtime.models import build_blocks, global_name, part_bounds, split_blocks, step_data
+from ppbook.runtime.models import build_blocks, part_bounds, split_blocks, step_data
 from ppbook.runtime.result import RankRecord
 from ppbook.runtime.training import make_optimizer
+from ppbook.runtime.worker import keep_parameters
 from ppbook.schedule import Schedule
 
 Key = tuple[int, str, int]  # (stage, kind, micro-batch)
@@ -174,14 +175,8 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
         record.ends.append(ends)
         record.executed.append(list(recorder.log))
         record.losses.append(sum(loss.item() for loss in losses) / config.num_microbatches)
-    if config.collect_grads:  # the last step's gradients, the parameters after its update
-        record.grads, record.params = {}, {}
-        for stage in stages:
-            for local, param in stage.submod.named_parameters():
-                name = global_name(bounds, stage.stage_index, local)
-                record.params[name] = param.detach().cpu()
-                if param.grad is not None:
-                    record.grads[name] = param.grad.detach().cpu()
+    if config.collect_grads:  # stage s is model part s: every route is 0..p-1
+        keep_parameters(record, bounds, [(s.stage_index, s.submod) for s in stages])
     record.listening = listening_addresses()
     return record
 

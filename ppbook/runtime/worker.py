@@ -178,14 +178,22 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
         record.ends.append(ends)
         record.executed.append(list(log))
         record.losses.append(float(sum(loss.item() for loss in losses)))
-    if config.collect_grads:  # the last step's gradients, the parameters after its update
-        record.grads, record.params = {}, {}
-        for stage in stages.values():
-            part = schedule.model_part(stage.stage)
-            for local, param in stage.module.named_parameters():
-                name = global_name(bounds, part, local)  # copies of a part: equal, kept once
-                record.params[name] = param.detach().cpu()
-                if param.grad is not None:
-                    record.grads[name] = param.grad.detach().cpu()
+    if config.collect_grads:
+        held = [(schedule.model_part(s.stage), s.module) for s in stages.values()]
+        keep_parameters(record, bounds, held)
     record.listening = listening_addresses()
     return record
+
+
+def keep_parameters(
+    record: RankRecord, bounds: list[tuple[int, int]], held: list[tuple[int, torch.nn.Module]]
+) -> None:
+    """Put into ``record`` the last step's gradients and the parameters after its update,
+    named as in the whole model; ``held``: (model part, module) for each part on this rank."""
+    record.grads, record.params = {}, {}
+    for part, module in held:
+        for local, param in module.named_parameters():
+            name = global_name(bounds, part, local)  # copies of a part: equal, kept once
+            record.params[name] = param.detach().cpu()
+            if param.grad is not None:
+                record.grads[name] = param.grad.detach().cpu()
