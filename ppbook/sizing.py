@@ -184,9 +184,7 @@ class _Search:
         key = (c.tp, c.pp, c.schedule, c.v)
         if key in self._static_checked:
             return self._static_checked[key]
-        where = f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule}" + (
-            f" v = {c.v}" if c.v else ""
-        )
+        where = f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule_name}"
         parts = route_length(c.schedule, c.pp, c.v)
         ok = parts <= self.shape.layers
         if not ok:
@@ -288,9 +286,8 @@ def _variants(schedules, p: int):
 
 
 def _where(c: Config) -> str:
-    v = f" v = {c.v}" if c.v else ""
     return (
-        f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule}{v}, b = {c.microbatch_size}, "
+        f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule_name}, b = {c.microbatch_size}, "
         f"m = {c.num_microbatches}, recompute {c.recompute}"
     )
 

@@ -28,6 +28,11 @@ class Config:
     num_microbatches: int
     recompute: str
 
+    @property
+    def schedule_name(self) -> str:
+        """The schedule with its v when it has one: ``"interleaved-1f1b v = 2"``."""
+        return f"{self.schedule} v = {self.v}" if self.v else self.schedule
+
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -213,9 +213,8 @@ def breakdown(result: SizingResult) -> list[str]:
     worst = max(ranks, key=lambda r: r.total)
     c = best.config
     lines = [
-        f"best: tp {c.tp}, pp {c.pp}, dp {c.dp}, {c.schedule}"
-        + (f" v = {c.v}" if c.v else "")
-        + f", b = {c.microbatch_size}, m = {c.num_microbatches}, recompute {c.recompute}: "
+        f"best: tp {c.tp}, pp {c.pp}, dp {c.dp}, {c.schedule_name}"
+        f", b = {c.microbatch_size}, m = {c.num_microbatches}, recompute {c.recompute}: "
         f"step {best.step_time_s:.3f} s = pipeline {best.pipeline_s:.3f} s + data-parallel "
         f"all-reduce {best.allreduce_s:.3f} s (not overlapped)",
         f"memory of pipeline rank {worst.rank} (the fullest), GB: "
