@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ppbook.runtime.measure import Comparison, compare_timelines
+from ppbook.runtime.result import typical_step
 from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
 
@@ -91,10 +92,8 @@ class Recording:
         return self.mode in GPU_MODES and bool(self.hardware.get("gpus"))
 
     def typical(self, name: str) -> Timeline:
-        """The typical step of ``name``: the median makespan, leaving out the warm-up step."""
-        steps = self.runs[name][1:] or self.runs[name]
-        ranked = sorted(steps, key=lambda t: t.makespan)
-        return ranked[(len(ranked) - 1) // 2]
+        """The typical step of ``name`` (:func:`~ppbook.runtime.result.typical_step`)."""
+        return typical_step(self.runs[name])
 
     def comparison(self, name: str) -> Comparison:
         """The typical step of ``name`` beside its simulation under the measured costs."""

@@ -19,6 +19,13 @@ from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
 
 
+def typical_step(timelines: list[Timeline]) -> Timeline:
+    """The step of median makespan, leaving out the first (warm-up) step if there are more."""
+    steps = timelines[1:] or timelines
+    ranked = sorted(steps, key=lambda t: t.makespan)
+    return ranked[(len(ranked) - 1) // 2]
+
+
 @dataclass
 class RankRecord:
     """One rank's report on one run: per step, its action times and what it computed."""
@@ -62,10 +69,8 @@ class RunResult:
 
     @property
     def timeline(self) -> Timeline:
-        """The typical step: the median makespan, leaving out the first (warm-up) step."""
-        steps = self.timelines[1:] if len(self.timelines) > 1 else self.timelines
-        ranked = sorted(steps, key=lambda t: t.makespan)
-        return ranked[(len(ranked) - 1) // 2]
+        """The typical step (:func:`typical_step`)."""
+        return typical_step(self.timelines)
 
     @property
     def step_times(self) -> list[float]:
