@@ -111,11 +111,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--trace", metavar="PATH", help="write a Chrome trace of the typical step")
 
 
-def make_config(args: argparse.Namespace, nproc: int):
-    """The :class:`~ppbook.runtime.config.RunConfig` the arguments ask for."""
+def make_config(args: argparse.Namespace, nproc: int | None):
+    """The :class:`~ppbook.runtime.config.RunConfig` the arguments ask for; ``nproc`` None:
+    as many ranks as a ``--from-csv`` schedule has rows, else two."""
     from ppbook.runtime.config import Fault, RunConfig
 
     schedule, microbatches = read_schedule(args)
+    if nproc is None:
+        nproc = 2 if args.from_csv is None else schedule.num_ranks
     return RunConfig(
         schedule=schedule,
         nproc=nproc,
@@ -203,7 +206,7 @@ def _launch(args: argparse.Namespace) -> int:
     from ppbook.runtime.launch import PipelineError, launch
     from ppbook.runtime.preflight import available_cores, check_machine
 
-    config = make_config(args, args.nproc if args.nproc is not None else _default_nproc(args))
+    config = make_config(args, args.nproc)
     check_machine(config.nproc, model_bytes(config, check(config)))
     cores = available_cores()
     if config.nproc > cores:
@@ -218,13 +221,6 @@ def _launch(args: argparse.Namespace) -> int:
         print(f"ppbook run: {exc}", file=sys.stderr)
         return 1
     return report(result, args)
-
-
-def _default_nproc(args: argparse.Namespace) -> int:
-    """Two ranks, or as many as the CSV schedule has rows."""
-    if args.from_csv is None:
-        return 2
-    return read_schedule(args)[0].num_ranks
 
 
 def _run_one_rank(args: argparse.Namespace) -> int:
