@@ -30,6 +30,12 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def one_line(text: object, limit: int) -> str:
+    """``text`` with its lines and runs of spaces joined by single spaces, cut to ``limit``
+    characters (a message that must fit on one line)."""
+    return clipped(" ".join(str(text).split()), limit)
+
+
 def shown(value: object) -> str:
     """``repr(value)``, cut to :data:`MAX_SHOWN` characters so that no message runs on."""
     return clipped(repr(value), MAX_SHOWN)

@@ -32,7 +32,7 @@ from pathlib import Path
 from ppbook.assign.kernel import Kernel, Outcome, first_line
 from ppbook.assign.processes import become_subreaper
 from ppbook.assign.sandbox import Limits, choose
-from ppbook.checks import clipped
+from ppbook.checks import one_line as checks_one_line
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds for all the notebook's cells together (``--timeout``)."""
@@ -187,7 +187,8 @@ def _read_answer(answer: Path) -> dict | None:
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    return clipped(" ".join(str(text).split()), limit)
+    """Feedback on one line, at most ``limit`` characters (:func:`ppbook.checks.one_line`)."""
+    return checks_one_line(text, limit)
 
 
 def explain(record: dict) -> str:
