@@ -26,7 +26,8 @@ import signal
 import sys
 from pathlib import Path
 
-from ppbook.checks import as_count, clipped, shown
+from ppbook import checks
+from ppbook.checks import as_count, shown
 
 MAX_MESSAGE = 500
 """Characters of a one-line error message; longer ones are cut."""
@@ -178,8 +179,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
-    """``text`` on one line, cut to ``limit`` characters."""
-    return clipped(" ".join(text.split()), limit)
+    """``text`` on one line, cut to ``limit`` characters (:func:`ppbook.checks.one_line`)."""
+    return checks.one_line(text, limit)
 
 
 def check_output(args: argparse.Namespace) -> None:
