@@ -13,12 +13,15 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from ppbook.runtime import launch as launch_module
 from ppbook.runtime.config import Fault, RunConfig
 from ppbook.runtime.launch import PipelineError, launch
+from ppbook.runtime.reference import assert_matches_reference
 
 LIMIT = 30.0  # seconds within which a failed run must have stopped
 
@@ -93,6 +96,52 @@ def test_a_rank_that_dies_stops_the_run():
     # The rank that died is the headline, whatever its peers said after it.
     assert str(caught.value).startswith("rank 1 exited with status 3 and no report")
     assert caught.value.rank == 1
+    assert not _our_spawned_children()
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_aborts_is_quoted_from_its_stderr():
+    """A C++ library that cannot raise prints why and aborts: the error quotes that line."""
+    with pytest.raises(PipelineError) as caught:
+        launch(RunConfig(num_microbatches=4, fault=Fault("abort", 1, 2), timeout=10.0))
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith("rank 1 was killed by signal 6 (SIGABRT); the end of its stderr: ")
+    assert "injected fault: rank 1 at its action 2 (" in first and first.endswith(") aborts")
+    assert not _our_spawned_children()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        (
+            Fault("abort", 1, "end"),
+            "rank 1 ended badly after its work was done (killed by signal 6 (SIGABRT))",
+        ),
+        (
+            Fault("raise", 0, "end"),
+            "rank 0 ended badly after its work was done (RuntimeError: "
+            "injected fault: rank 0 at the end, leaving the process group raises)",
+        ),
+        (
+            Fault("hang", 1, "end"),
+            "rank 1 ended badly after its work was done (it did not exit "
+            "within 1 s and was stopped)",
+        ),
+    ],
+    ids=["abort", "raise", "hang"],
+)
+def test_a_rank_that_fails_after_its_work_leaves_the_run_complete(fault, said, capfd, monkeypatch):
+    """Once every rank is through its last message and rank 0 has the results, a rank that
+    then ends badly (gloo's teardown can abort one whose peer left first) loses nothing: the
+    run returns what one process computes, and a line on stderr says what happened."""
+    monkeypatch.setattr(launch_module, "LEAVE", 1.0)
+    config = RunConfig(num_microbatches=4, dtype="float64", collect_grads=True, timeout=10.0)
+    assert_matches_reference(launch(replace(config, fault=fault)))
+    err = capfd.readouterr().err
+    assert f"ppbook: {said}; the results are complete\n" in err
+    if fault.kind == "abort":  # what the rank printed comes back, marked with its rank
+        assert "[rank 1] injected fault: rank 1 at the end, leaving the process group aborts" in err
     assert not _our_spawned_children()
 
 

@@ -125,6 +125,10 @@ def custom(rows, **kw) -> Schedule:
         (RunConfig(timeout=0), r"timeout \(seconds\) to be a finite number > 0"),
         (RunConfig(steps=0), "the run needs steps >= 1, got 0"),
         (RunConfig(fault=Fault("raise", 5, 0)), "fault on rank 5"),
+        # 1F1B with m = 4: each rank runs 8 actions a step, so action 8 would never come
+        (RunConfig(num_microbatches=4, fault=Fault("raise", 1, 8)), r"runs actions 0\.\.7 in a"),
+        (RunConfig(fault=Fault("raise", 1, "later")), "fault at action 'later' of rank 1"),
+        (RunConfig(fault=("raise", 1, 2)), "fault must be a Fault"),
         (RunConfig(schedule=custom([["0F0", "0B0"], ["1B0", "1F0"]])), "cannot finish"),
     ],
 )
@@ -141,6 +145,7 @@ def test_cuda_on_a_cpu_machine_is_refused():
 
 def test_fault_spec():
     assert Fault.parse("raise@1:2") == Fault("raise", 1, 2)
+    assert Fault.parse("abort@0:end") == Fault("abort", 0, "end")
     with pytest.raises(ValueError, match="KIND@RANK:POSITION"):
         Fault.parse("crash@1")
 

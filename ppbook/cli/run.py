@@ -102,7 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--fault",
         metavar="KIND@RANK:POS",
-        help="fail on purpose: raise@1:2 makes rank 1 raise at its action 2 (also hang, exit)",
+        help="fail on purpose: raise@1:2 makes rank 1 raise at its action 2 (also hang, exit, "
+        "abort; POS 'end': after its last action)",
     )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the metrics as one JSON object")

@@ -23,7 +23,7 @@ from ppbook.simulate import simulate
 
 DTYPES = ("float32", "float64")
 DEVICES = ("cpu", "cuda")
-FAULTS = ("raise", "hang", "exit")
+FAULTS = ("raise", "hang", "exit", "abort")
 OPTIMIZERS = ("sgd", "adam")
 MATCHINGS = ("mailbox", "strict", "order")
 MODELS = ("mlp", "transformer")
@@ -41,26 +41,34 @@ OWNER = "the run"  # who asks, in messages: "the run needs steps >= 1, got 0"
 class Fault:
     """A failure injected on purpose, to see how the run stops: tests and chapter 3.
 
-    ``kind`` "raise" raises an exception, "hang" sleeps forever and "exit" ends the
-    process without a word, when ``rank`` is about to run its action number ``position``
-    (counted from 0). Written ``raise@1:2`` on the command line.
+    ``kind`` "raise" raises an exception, "hang" sleeps forever, "exit" ends the process
+    without a word and "abort" prints a line to stderr and aborts the process (SIGABRT), as
+    a C++ library does when it cannot raise, when ``rank`` is about to run its action
+    number ``position`` (counted from 0) in the first step. ``position`` "end" fails the
+    rank after all its work, as it leaves the process group: the run's results are then
+    complete. Written ``raise@1:2`` or ``abort@1:end`` on the command line.
     """
 
     kind: str
     rank: int
-    position: int
+    position: int | str
 
     @classmethod
     def parse(cls, text: str) -> Fault:
-        """Read ``KIND@RANK:POSITION``, as ``raise@1:2``."""
+        """Read ``KIND@RANK:POSITION``, as ``raise@1:2`` or ``abort@1:end``."""
         kind, _, where = text.partition("@")
         rank, _, position = where.partition(":")
-        if kind not in FAULTS or not rank.isdigit() or not position.isdigit():
+        if kind not in FAULTS or not rank.isdigit() or not (position.isdigit() or position == END):
             raise ValueError(
                 f"cannot read fault {shown(text)}: expected KIND@RANK:POSITION with KIND one of "
-                f"{', '.join(FAULTS)}, e.g. 'raise@1:2' (rank 1 raises at its 3rd action)"
+                f"{', '.join(FAULTS)} and POSITION an action number or 'end', e.g. 'raise@1:2' "
+                "(rank 1 raises at its 3rd action)"
             )
-        return cls(kind, int(rank), int(position))
+        return cls(kind, int(rank), END if position == END else int(position))
+
+
+END = "end"
+"""A :class:`Fault`'s position after the rank's last action: as it leaves the process group."""
 
 
 @dataclass(frozen=True)
@@ -151,9 +159,29 @@ def check(config: RunConfig) -> Schedule:
         check_transport(config.transport)
     if config.engine == "torch":
         check_engine(config, schedule)
-    if config.fault is not None and not 0 <= config.fault.rank < config.nproc:
-        raise ValueError(f"fault on rank {config.fault.rank}, but ranks are 0..{config.nproc - 1}")
+    if config.fault is not None:
+        check_fault(config.fault, schedule, config.nproc)
     return schedule
+
+
+def check_fault(fault: object, schedule: Schedule, nproc: int) -> None:
+    """A :class:`Fault` that will fire: a rank of the run, at one of its actions or "end"."""
+    if not isinstance(fault, Fault) or fault.kind not in FAULTS:
+        raise ValueError(
+            f"fault must be a Fault with kind one of {', '.join(FAULTS)}, got {shown(fault)}"
+        )
+    if not 0 <= fault.rank < nproc:
+        raise ValueError(f"fault on rank {fault.rank}, but ranks are 0..{nproc - 1}")
+    count = len(schedule.actions[fault.rank])
+    if fault.position != END and (
+        isinstance(fault.position, bool)
+        or not isinstance(fault.position, int)
+        or not 0 <= fault.position < count
+    ):
+        raise ValueError(
+            f"fault at action {shown(fault.position)} of rank {fault.rank}, which runs actions "
+            f"0..{count - 1} in a step: give one of those, or 'end' (after its last action)"
+        )
 
 
 def check_transport(name: object) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 from functools import partial
 
@@ -145,12 +146,19 @@ class StepRunner:
             self.messenger.send(tensor, peer, identity)
 
 
-def inject(fault: Fault, step) -> None:
-    """Fail on purpose, as ``fault`` says (tests and chapter 3)."""
-    where = f"rank {fault.rank} at its action {fault.position} ({step})"
+def inject(fault: Fault, step=None) -> None:
+    """Fail on purpose, as ``fault`` says (tests and chapter 3); ``step`` is the action it
+    fires at, None at the end of the run."""
+    if step is None:
+        where = f"rank {fault.rank} at the end, leaving the process group"
+    else:
+        where = f"rank {fault.rank} at its action {fault.position} ({step})"
     if fault.kind == "raise":
         raise RuntimeError(f"injected fault: {where} raises")
     if fault.kind == "exit":
         os._exit(3)
+    if fault.kind == "abort":
+        print(f"injected fault: {where} aborts", file=sys.stderr, flush=True)
+        os.abort()
     while True:  # "hang": the peers' receives time out
         time.sleep(1.0)

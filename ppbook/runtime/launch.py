@@ -13,7 +13,18 @@ launcher gives them a moment, then ends whichever is left (SIGTERM, then SIGKILL
 raises :class:`PipelineError`. Its headline is the cause: a rank that died without a
 report (killed by a signal, or exited) if there is one, since its peers' errors follow
 from it, else the rank that reported first, with its traceback. Every line of it is cut
-to :data:`MAX_LINE` characters, the traceback to its last :data:`MAX_TRACEBACK` lines.
+to :data:`MAX_LINE` characters, the traceback to its last :data:`MAX_TRACEBACK` lines; a
+rank that died without a report is quoted from the end of its stderr (a C++ abort says
+there what it threw).
+
+A run is complete when every rank got through its last message and rank 0 wrote the
+results (:func:`ppbook.runtime.worker.main` marks both in the folder). A rank that exits
+badly after that, while leaving the process group, does not fail the run: gloo's teardown
+can abort a process whose peer closed its connections first, and nothing of the run is
+lost by then; a line on stderr says which rank ended badly and how, and a rank still
+running :data:`LEAVE` seconds after all the work was done is stopped. What the ranks
+print to stderr is passed on to the launcher's stderr when they end, each line marked with
+its rank (with ``PPBOOK_VERBOSE=1`` it is left on the terminal, to be read as it comes).
 
 No process and no folder outlives the call, also when it is interrupted: SIGINT, SIGTERM
 and SIGHUP to the launching process stop every rank, remove the folder, and raise
@@ -29,12 +40,13 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import pickle
 import signal
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -48,11 +60,18 @@ from ppbook.runtime.result import RunResult
 GRACE = 2.0
 """Seconds the other ranks get to stop by themselves after one failed."""
 
+LEAVE = 20.0
+"""Seconds the ranks get to leave the process group and exit once all their work is done."""
+
 MAX_LINE = 300
 """Characters of one line of a rank's error shown in a :class:`PipelineError`."""
 
 MAX_TRACEBACK = 40
 """Lines of the first failing rank's traceback shown (its last ones, where the error is)."""
+
+LAST_WORDS = 3
+"""Lines of stderr quoted from a rank that died without a report (a C++ abort says why
+there: ``terminate called after throwing ...``)."""
 
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -122,14 +141,66 @@ def launch_many(configs: Sequence[RunConfig], *, progress: bool = False) -> list
                 for process in processes:
                     with _sigint_ignored():  # inherited: Ctrl-C is the launcher's to handle
                         process.start()
-                _wait(processes, ended, report)
+                _wait(processes, ended, report, lambda: _all_finished(Path(folder), nproc))
         finally:
             stopped = _stop(processes)  # ranks the launcher ended
-        if any(p.exitcode != 0 for p in processes):
+            _pass_on_stderr(Path(folder), nproc)
+        if not _all_finished(Path(folder), nproc):
             raise _failure(processes, Path(folder), ended, stopped)
+        _note_bad_endings(processes, Path(folder), stopped)
         if report is not None:
             report()  # runs that finished since the last look
         return pickle.loads((Path(folder) / "results.pkl").read_bytes())
+
+
+def _all_finished(folder: Path, nproc: int) -> bool:
+    """Whether every rank got through its last message (``finished-<rank>``) and rank 0
+    wrote the results. Then the run is complete even if a rank ends badly afterwards,
+    while leaving the process group (gloo's teardown can abort a process whose peer left
+    first)."""
+    return (folder / "results.pkl").exists() and all(
+        (folder / f"finished-{rank}").exists() for rank in range(nproc)
+    )
+
+
+def _note_bad_endings(processes: list, folder: Path, stopped: set[int]) -> None:
+    """One line on stderr for each rank of a complete run that did not end cleanly."""
+    reports = {}
+    for path in folder.glob("error-*.json"):
+        report = json.loads(path.read_text())
+        reports[report["rank"]] = _first_line(report)
+    for rank, process in enumerate(processes):
+        code = process.exitcode
+        if code == 0:
+            continue
+        if rank in reports:
+            how = reports[rank]
+        elif rank in stopped:
+            how = f"it did not exit within {LEAVE:g} s and was stopped"
+        elif code < 0:
+            how = f"killed by signal {-code} ({_signal_name(-code)})"
+        else:
+            how = f"exit status {code}"
+        line = f"ppbook: rank {rank} ended badly after its work was done ({how}); "
+        line = clip(line + "the results are complete") + "\n"
+        os.write(2, line.encode(errors="replace"))
+
+
+def _pass_on_stderr(folder: Path, nproc: int) -> None:
+    """Write what each rank printed to stderr (``stderr-<rank>.log``) to this process's
+    stderr, each line with its rank in front, where the rank's own stderr would have gone."""
+    for rank in range(nproc):
+        lines = _stderr_lines(folder, rank)
+        if lines:
+            text = "".join(f"[rank {rank}] {line}\n" for line in lines)
+            os.write(2, text.encode(errors="replace"))
+
+
+def _stderr_lines(folder: Path, rank: int) -> list[str]:
+    path = folder / f"stderr-{rank}.log"
+    if not path.exists():
+        return []
+    return path.read_text(errors="replace").splitlines()
 
 
 class _Signals:
@@ -199,10 +270,17 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
-def _wait(processes: list, ended: list[int], report: Progress | None = None) -> None:
-    """Return when every process has ended, or soon after the first one fails; note in
-    ``ended`` the ranks in the order they ended. With ``report``, call it every
-    :data:`~ppbook.runtime.progress.POLL` seconds meanwhile."""
+def _wait(
+    processes: list,
+    ended: list[int],
+    report: Progress | None = None,
+    finished: Callable[[], bool] = lambda: False,
+) -> None:
+    """Return when every process has ended, :data:`GRACE` seconds after the first one
+    fails, or :data:`LEAVE` seconds after ``finished()`` says every rank has done its work
+    (a rank stuck while leaving cannot hold the launcher). Note in ``ended`` the ranks in
+    the order they ended. With ``report``, call it every
+    :data:`~ppbook.runtime.progress.POLL` seconds."""
 
     def note() -> list:
         for rank, process in enumerate(processes):
@@ -212,12 +290,13 @@ def _wait(processes: list, ended: list[int], report: Progress | None = None) -> 
 
     running = list(processes)
     while running:
-        wait([p.sentinel for p in running], timeout=None if report is None else POLL)
+        wait([p.sentinel for p in running], timeout=POLL)
         if report is not None:
             report()
         running = note()
-        if any(p.exitcode not in (None, 0) for p in processes):
-            deadline = time.monotonic() + GRACE
+        failed = any(p.exitcode not in (None, 0) for p in processes)
+        if failed or (running and finished()):
+            deadline = time.monotonic() + (GRACE if failed else LEAVE)
             while running and time.monotonic() < deadline:
                 wait([p.sentinel for p in running], timeout=deadline - time.monotonic())
                 running = note()
@@ -269,6 +348,9 @@ def _failure(processes: list, folder: Path, ended: list[int], stopped: set[int])
             silent[rank] = f"rank {rank} was killed by signal {-code} ({_signal_name(-code)})"
         else:
             silent[rank] = f"rank {rank} exited with status {code} and no report"
+        if rank in silent and (said := _stderr_lines(folder, rank)[-LAST_WORDS:]):
+            said = " | ".join(line.strip() for line in said)
+            silent[rank] = clip(f"{silent[rank]}; the end of its stderr: {said}")
     by_time = sorted(reports.values(), key=lambda r: r["time"])
     if silent:  # a rank that died without a word is the cause; its peers' errors follow from it
         order = sorted(silent, key=lambda r: ended.index(r) if r in ended else len(ended))

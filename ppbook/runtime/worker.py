@@ -27,9 +27,9 @@ from torch.nn import functional
 
 from ppbook.runtime.clock import clock_offsets
 from ppbook.runtime.comm import Messenger
-from ppbook.runtime.config import RunConfig, num_parts
+from ppbook.runtime.config import END, RunConfig, num_parts
 from ppbook.runtime.context import Context, init_distributed, listening_addresses
-from ppbook.runtime.execute import StepRunner
+from ppbook.runtime.execute import StepRunner, inject
 from ppbook.runtime.models import (
     build_blocks,
     global_name,
@@ -52,20 +52,33 @@ def main(rank: int, world_size: int, jobs: list[Job], folder: str) -> None:
     On an error the rank writes its traceback to ``error-<rank>.json`` and exits at once
     with status 1, leaving the launcher to stop the other ranks and show the error. Rank 0
     marks each finished run ``k`` with an empty file ``done-<k>``, for the launcher's progress.
+
+    When its last message is through, before it leaves the process group, a rank writes
+    ``finished-<rank>`` (rank 0 its results first): a rank that gloo's teardown then aborts
+    has still done all its work (see :mod:`ppbook.runtime.launch`). Its stderr goes to
+    ``stderr-<rank>.log``, which the launcher passes on and quotes when the rank dies
+    without a report; with ``PPBOOK_VERBOSE=1`` it stays on the terminal, to be read live.
     """
     _exit_with_parent()
+    if not (jobs[0][0].verbose or os.environ.get("PPBOOK_VERBOSE") == "1"):
+        _stderr_to(Path(folder) / f"stderr-{rank}.log")
+
+    def finished(results: list[RunResult] | None) -> None:
+        if rank == 0:
+            partial = Path(folder) / "results.partial"
+            partial.write_bytes(pickle.dumps(results))
+            partial.rename(Path(folder) / "results.pkl")
+        (Path(folder) / f"finished-{rank}").touch()
+
     try:
-        results = serve(
+        serve(
             rank,
             world_size,
             jobs,
             rendezvous=Path(folder) / "rendezvous",
             on_done=lambda k: (Path(folder) / f"done-{k}").touch(),
+            on_finished=finished,
         )
-        if rank == 0:
-            partial = Path(folder) / "results.partial"
-            partial.write_bytes(pickle.dumps(results))
-            partial.rename(Path(folder) / "results.pkl")
     except BaseException as exc:  # reported to the launcher, which shows it to the user
         report = {
             "rank": rank,
@@ -78,6 +91,15 @@ def main(rank: int, world_size: int, jobs: list[Job], folder: str) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)  # no clean-up that could wait on a dead peer
+
+
+def _stderr_to(path: Path) -> None:
+    """Send this process's standard error (file descriptor 2, so also what C++ code prints
+    before an abort) to ``path``."""
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _exit_with_parent() -> None:
@@ -98,9 +120,11 @@ def serve(
     jobs: list[Job],
     rendezvous: Path | None,
     on_done: Callable[[int], None] | None = None,
+    on_finished: Callable[[list[RunResult] | None], None] | None = None,
 ) -> list[RunResult] | None:
     """Run ``jobs`` as ``rank``; rank 0 returns one :class:`RunResult` per job, and calls
-    ``on_done(k)`` when job ``k`` (from 0) has finished."""
+    ``on_done(k)`` when job ``k`` (from 0) has finished. ``on_finished(results)`` is called
+    when this rank's last message is through, before it leaves the process group."""
     first = jobs[0][0]
     ctx = init_distributed(
         rank,
@@ -127,6 +151,11 @@ def serve(
             results.append(assemble(config, schedule, gathered, offsets, errors))
             if on_done is not None:
                 on_done(len(results) - 1)
+    if on_finished is not None:
+        on_finished(results if rank == 0 else None)
+    for config, _ in jobs:  # a fault at the end: after all the work, before leaving the group
+        if config.fault is not None and config.fault.position == END and config.fault.rank == rank:
+            inject(config.fault)
     ctx.close()
     return results if rank == 0 else None
 
