@@ -118,7 +118,8 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
     per_link = costs.per_link
     if per_link:
         arrival: list[float] = [0.0] * len(index.where)  # by part key: its message's arrival
-        send = _sender(schedule, index, costs, arrival)
+        send, outgoing = _sender(schedule, index, costs, arrival)
+        link_free, overlap, contention = outgoing[-1], costs.overlap_send, costs.contention
     steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
     n = len(steps)
     m, num_stages = schedule.num_microbatches, schedule.num_stages
@@ -169,12 +170,11 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
             step = steps[sid]
             if type(step) is Action:  # one part: key offsets from its rule in the index
                 stage, kind, mb = step
-                duration, deps = table[kind][
-                    stage if one_route else route_id[mb] * num_stages + stage
-                ]
+                slot = stage if one_route else route_id[mb] * num_stages + stage
+                duration, deps = table[kind][slot]
                 base = (stage * m + mb) * 4
             else:  # an overlapped pair: the keys themselves
-                base = 0
+                base, slot = 0, -1
                 duration, deps = general_deps(sid)
             t = t_free
             for off in deps:
@@ -192,8 +192,21 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
             else:  # every dependency is done: run the step
                 start[sid] = t
                 end[sid] = t_free = t + duration
-                if per_link:  # time its messages; without overlap, the rank sends them
+                if not per_link:
+                    pass
+                elif slot < 0:  # an overlapped pair's messages
                     end[sid] = t_free = send(step, rank, t_free)
+                elif out := outgoing[kind][slot]:  # send's sum for one message, written out
+                    number, latency, busy, k = out
+                    leave = t_free + busy
+                    if contention:
+                        queued = link_free[number] + busy
+                        if queued > leave:
+                            leave = queued
+                        link_free[number] = leave
+                    if not overlap:  # the rank sends it itself
+                        end[sid] = t_free = leave
+                    arrival[base + k] = leave + latency
                 pos += 1
                 if sid in sleepers:
                     ready.extend(sleepers.pop(sid))
@@ -219,44 +232,79 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
 
 
 def _sender(schedule: Schedule, index, costs: Costs, arrival: list[float]):
-    """``send(step, rank, done)``: time the messages ``step`` sends when its compute ends
-    at ``done``, recording each one's arrival under its part's key in ``arrival``; returns
-    when ``rank`` is free again (``done``, or after its sends when they do not overlap)."""
+    """``(send, outgoing)``: how the messages of a step leave when its compute ends.
+
+    ``send(step, rank, done)`` times the messages ``step`` sends when its compute ends at
+    ``done``, recording each one's arrival under its part's key in ``arrival``; it returns
+    when ``rank`` is free again (``done``, or after its sends when they do not overlap).
+    ``outgoing[kind][route * num_stages + stage]`` is what a single action's message needs
+    for the same sum written out in the simulator's loop, the path nearly every step takes:
+    ``(link number, latency, serialisation, kind number)``, or None when the action sends
+    nothing or hands over on its own rank. ``outgoing[-1]`` holds, per link number, when
+    that link's last message has left (shared by both paths)."""
     if costs.topology is not None:
         costs.topology.check(schedule.num_ranks)
     m, stage_to_rank, route_id = schedule.num_microbatches, schedule.stage_to_rank, index.route_id
+    num_stages = schedule.num_stages
     nbytes, contention, overlap = costs.comm_bytes, costs.contention, costs.overlap_send
     kind_index = {kind: k for k, kind in enumerate(KINDS)}
+    links: dict[tuple[int, int], tuple[int, float, float]] = {}  # (from, to) -> number, figures
+    link_free: list[float] = []  # link number -> when its last message has left
+
+    def link(sender: int, receiver: int) -> tuple[int, float, float]:
+        pair = (sender, receiver)
+        if pair not in links:
+            figures = costs.link(sender, receiver)
+            links[pair] = (len(links), figures.latency, figures.serialisation(nbytes))
+            link_free.append(0.0)
+        return links[pair]
+
     receivers: dict[tuple[int, int, str], int | None] = {}  # (route, stage, kind) -> rank
-    figures: dict[tuple[int, int], tuple[float, float]] = {}  # link -> latency, serialisation
-    link_free: dict[tuple[int, int], float] = {}  # link -> when its last message has left
+
+    def receiver_of(stage: int, kind: str, microbatch: int) -> int | None:
+        where = (route_id[microbatch], stage, kind)
+        if where not in receivers:
+            target = sends(schedule, stage, kind, microbatch)
+            receivers[where] = None if target is None else stage_to_rank[target[0]]
+        return receivers[where]
+
+    representative: dict[int, int] = {}  # route number -> its first micro-batch
+    for j, r in enumerate(route_id):
+        representative.setdefault(r, j)
+    outgoing = {kind: [None] * (max(representative, default=0) + 1) * num_stages for kind in KINDS}
+    for r, j in representative.items():
+        route = schedule.route(j) if schedule.routes is not None else range(num_stages)
+        for stage in route:
+            for kind in KINDS:
+                receiver, sender = receiver_of(stage, kind, j), stage_to_rank[stage]
+                if receiver is not None and receiver != sender:
+                    number, latency, busy = link(sender, receiver)
+                    outgoing[kind][r * num_stages + stage] = (
+                        number,
+                        latency,
+                        busy,
+                        kind_index[kind],
+                    )
 
     def send(step, rank: int, done: float) -> float:
         free = done
         for part in step.parts:
             stage, kind, mb = part
-            where = (route_id[mb], stage, kind)
-            if where not in receivers:
-                target = sends(schedule, stage, kind, mb)
-                receivers[where] = None if target is None else stage_to_rank[target[0]]
-            receiver = receivers[where]
+            receiver = receiver_of(stage, kind, mb)
             if receiver is None or receiver == rank:
                 continue  # sends nothing, or hands over on its own rank
-            pair = (rank, receiver)
-            if pair not in figures:
-                link = costs.link(rank, receiver)
-                figures[pair] = (link.latency, link.serialisation(nbytes))
-            latency, busy = figures[pair]
+            number, latency, busy = link(rank, receiver)
             leave = (done if overlap else free) + busy
             if contention:
-                leave = max(leave, link_free.get(pair, 0.0) + busy)
-                link_free[pair] = leave
+                leave = max(leave, link_free[number] + busy)
+                link_free[number] = leave
             if not overlap:
                 free = leave
             arrival[(stage * m + mb) * 4 + kind_index[kind]] = leave + latency
         return free
 
-    return send
+    outgoing[-1] = link_free
+    return send, outgoing
 
 
 def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:
