@@ -46,6 +46,7 @@ and is stored as a ``float``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -256,7 +257,13 @@ def _as_cost(name: str, value: object) -> float | tuple[float, ...]:
             f"Costs needs {name} to be a number or a list of numbers (one per stage), "
             f"got {shown(value)} ({type(value).__name__})"
         )
+    value = tuple(value)
+    if all(type(x) is float and 0.0 <= x <= _LARGEST for x in value):  # already fine, fast
+        return value
     return tuple(as_quantity(x, f"{name}[{s}]", "Costs") for s, x in enumerate(value))
+
+
+_LARGEST = sys.float_info.max  # NaN and infinity fail 0 <= x <= _LARGEST
 
 
 def _expand(name: str, value: float | tuple[float, ...], num_stages: int) -> list[float]:
