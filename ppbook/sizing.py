@@ -22,14 +22,18 @@ waits for the forwards of the stages before it, then the rank computes all its p
 then the all-reduce runs: no step is shorter), and the search stops once the next bound
 is slower than the ``top``-th best simulated step; the rest fit but cannot enter the top,
 and are counted as such. Schedules and simulations are cached by (schedule, p, m, v) and
-by the costs (:mod:`ppbook.sizing_costs`).
+by the costs (:mod:`ppbook.sizing_costs`). Python's cyclic garbage collector is paused
+while :func:`size` runs: the schedules it builds are millions of small tuples that hold no
+cycles, and the collector's passes over them took a third of a 1T-parameter search.
 """
 
 from __future__ import annotations
 
+import gc
 from bisect import insort
+from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 from ppbook.checks import as_count
 from ppbook.costs import Costs
@@ -53,8 +57,8 @@ from ppbook.sizing_costs import (
     held_frontier,
     peak_bytes,
     route_length,
-    schedule_of,
     simulated,
+    structure_of,
     tp_allreduce_s,
 )
 from ppbook.sizing_result import Config, Option, Rejection, SizingResult, parallel_of
@@ -73,6 +77,24 @@ MICROBATCH_SIZES = (1, 2, 4, 8)
 """The micro-batch sizes tried when none is given."""
 
 
+def _collector_paused(function: Callable) -> Callable:
+    """``function`` with the cyclic garbage collector paused while it runs (reference
+    counting still frees everything), then restored as it was."""
+
+    @wraps(function)
+    def paused(*args, **kwargs):
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
+
+
+@_collector_paused
 def size(
     shape: ModelShape,
     global_batch: int,
@@ -295,8 +317,8 @@ def _where(c: Config) -> str:
 @lru_cache(maxsize=1024)
 def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int):
     """Layers per model part, each stage's part, each rank's parameters, stage -> rank, the
-    chunk share and the route: the same for every m (found on a schedule with m = 2p)."""
-    schedule = schedule_of(name, pp, 2 * pp, v)
+    chunk share and the route: the same for every m (:func:`structure_of`)."""
+    schedule = structure_of(name, pp, v)
     layers = parts_of(schedule, shape, None)
     parts = [schedule.model_part(s) for s in range(schedule.num_stages)]
     counts = rank_parameters(schedule, shape, tp, layers)
@@ -307,7 +329,7 @@ def _costs(shape, hardware, c: Config, parallel) -> Costs:
     """Compute from :func:`ppbook.flops.stage_costs`, plus the tensor-parallel all-reduces,
     and the pipeline transfers on the links they cross (:mod:`ppbook.sizing_costs`)."""
     layers, parts, _, _, share, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
-    schedule = schedule_of(c.schedule, c.pp, 2 * c.pp, c.v)  # stage_costs needs no m
+    schedule = structure_of(c.schedule, c.pp, c.v)  # stage_costs needs no actions
     topology = Topology(
         intra_node=Link(bandwidth=hardware.intra_node_gbps * 1e9, name="intra-node"),
         inter_node=Link(bandwidth=hardware.inter_node_gbps * 1e9, name="inter-node"),

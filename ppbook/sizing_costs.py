@@ -147,6 +147,30 @@ def schedule_of(name: str, pp: int, m: int, v: int | None) -> Schedule:
     return build(name, pp, m, v)
 
 
+def structure_of(name: str, pp: int, v: int | None) -> Schedule:
+    """The schedule's structure without its actions: its stages, their ranks and its
+    distinct routes, the same for every m (taken from the schedule with m = 2p). It is a
+    :class:`~ppbook.schedule.Schedule` whose rows are empty, so :func:`ppbook.memory.parts_of`,
+    :func:`ppbook.memory.rank_parameters` and :func:`ppbook.flops.stage_costs` read it as
+    they read the whole schedule, and a search can keep one for every (schedule, p, v)."""
+    return _structure_and_frontier(name, pp, v)[0]
+
+
+@lru_cache(maxsize=4096)
+def _structure_and_frontier(name: str, pp: int, v: int | None):
+    """:func:`structure_of` and the held frontier at m = 2p, from one build."""
+    schedule = build(name, pp, 2 * pp, v)
+    routes = None if schedule.routes is None else tuple(dict.fromkeys(schedule.routes))
+    skeleton = Schedule(
+        tuple(() for _ in range(pp)),
+        schedule.stage_to_rank,
+        1 if routes is None else len(routes),
+        name=schedule.name,
+        routes=routes,
+    )
+    return skeleton, _frontier_of(schedule)
+
+
 def held_frontier(name: str, pp: int, m: int, v: int | None):
     """Per rank: its stages, and the most activations it ever holds, per stage.
 
@@ -164,7 +188,9 @@ def held_frontier(name: str, pp: int, m: int, v: int | None):
     this was written). A ValueError when the schedule's own rule refuses p, m and v.
     """
     check_rule(name, pp, m, v)
-    return _frontier(name, pp, min(m, 2 * pp), v)
+    if m >= 2 * pp:
+        return _structure_and_frontier(name, pp, v)[1]
+    return _frontier(name, pp, m, v)
 
 
 def check_rule(name: str, pp: int, m: int, v: int | None) -> None:
@@ -176,16 +202,39 @@ def check_rule(name: str, pp: int, m: int, v: int | None) -> None:
     rule before building anything, so that its message names the m asked for.
     """
     probe = m if m <= 3 * pp else 2 * pp + m % pp
-    try:
-        schedule_of(name, pp, probe, v)
-    except ValueError:
+    if probe == 2 * pp:
+        refused = _refusal_at_2p(name, pp, v)
+    else:
+        refused = _refusal(name, pp, probe, v)
+    if refused:
         build(name, pp, m, v)  # raises the builder's own message for this m
-        raise
+        raise ValueError(refused)  # (never reached: the rules hold for m as for the probe)
+
+
+def _refusal_at_2p(name: str, pp: int, v: int | None) -> str | None:
+    try:
+        _structure_and_frontier(name, pp, v)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _refusal(name: str, pp: int, m: int, v: int | None) -> str | None:
+    """The builder's message if it refuses (p, m, v), else None (each probe built once)."""
+    try:
+        build(name, pp, m, v)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 @lru_cache(maxsize=4096)
 def _frontier(name: str, pp: int, m: int, v: int | None):
-    schedule = schedule_of(name, pp, m, v)
+    return _frontier_of(build(name, pp, m, v))
+
+
+def _frontier_of(schedule: Schedule):
     out = []
     for rank, row in enumerate(schedule.actions):
         stages = schedule.stages_on(rank)
@@ -204,7 +253,19 @@ def _frontier(name: str, pp: int, m: int, v: int | None):
 
 
 def _undominated(snapshots: set[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
-    kept: list[tuple[int, ...]] = []
+    """The snapshots no other one equals or exceeds on every stage, largest first."""
+    if not snapshots:
+        return ()
+    if len(next(iter(snapshots))) == 1:  # one stage on the rank: its largest count
+        return (max(snapshots),)
+    if len(next(iter(snapshots))) == 2:  # two: a sweep down the first count
+        kept, most = [], -1
+        for snap in sorted(snapshots, reverse=True):  # by the first count, then the second
+            if snap[1] > most:  # every earlier one has a first count >= this one's
+                kept.append(snap)
+                most = snap[1]
+        return tuple(kept)
+    kept = []
     for snap in sorted(snapshots, key=sum, reverse=True):
         if not any(all(a >= b for a, b in zip(k, snap, strict=True)) for k in kept):
             kept.append(snap)

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ppbook.cli import main
 from ppbook.links import nominal_links
@@ -18,6 +20,7 @@ from ppbook.sizing_costs import (
     H100_SXM,
     Hardware,
     _frontier,
+    _undominated,
     check_rule,
     held_frontier,
     schedule_of,
@@ -353,3 +356,19 @@ def test_options_as_fast_as_each_other_rank_by_memory():
             assert a.memory_bytes <= b.memory_bytes
         else:
             assert a.step_time_s < b.step_time_s
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 3).flatmap(lambda d: st.sets(st.tuples(*[st.integers(0, 6)] * d), max_size=25))
+)
+def test_the_frontier_keeps_exactly_the_snapshots_no_other_one_covers(snapshots):
+    # The definition, checked pair by pair, against the sweeps for one and two stages.
+    covered = {
+        s
+        for s in snapshots
+        for k in snapshots
+        if k != s and all(a >= b for a, b in zip(k, s, strict=True))
+    }
+    kept = _undominated(snapshots)
+    assert len(kept) == len(set(kept)) and set(kept) == snapshots - covered
