@@ -16,7 +16,12 @@ from ppbook.schedules import dualpipe, gpipe, interleaved_1f1b, one_f_one_b, zb_
 from ppbook.simulate import simulate  # noqa: E402
 from ppbook.timeline import Timeline  # noqa: E402
 from ppbook.views.colors import DRAWN_KINDS, KIND_COLORS, KIND_NAMES  # noqa: E402
-from ppbook.views.gantt import plot_timeline, timeline_figure  # noqa: E402
+from ppbook.views.gantt import (  # noqa: E402
+    HATCH_GID,
+    LANE_HEIGHT,
+    plot_timeline,
+    timeline_figure,
+)
 
 SPLIT = Schedule.from_strings(
     [["0F0", "0F1", "0I0", "0I1", "0W0", "0W1"], ["1F0", "1I0", "1W0", "1F1", "1I1", "1W1"]],
@@ -191,10 +196,23 @@ def test_draws_into_given_axes_and_returns_their_figure():
 def test_later_chunks_are_hatched_when_few():
     timeline = TIMELINES["interleaved"]
     ax = plot_timeline(timeline).axes[0]
-    hatches = {c.get_hatch() for c in ax.collections if c.get_label() in KIND_COLORS}
-    assert hatches == {None, "////"}
+    hatching = [a for a in ax.get_children() if a.get_gid() == HATCH_GID]
+    assert {a.get_hatch() for a in hatching} == {"////"}
+    # The hatching covers exactly the second chunk's boxes: every one, and only those.
+    later = {
+        (r, i.start - timeline.origin, i.end - timeline.origin)
+        for r, row in enumerate(timeline.intervals)
+        for i in row
+        if any(timeline.schedule.stages_on(r).index(s) == 1 for s, _, _ in i.action.parts)
+    }
+    covered = {
+        (round(v[0][1] + LANE_HEIGHT / 2), v[0][0], v[2][0])
+        for a in hatching
+        for v in a.get_path().vertices.reshape(-1, 5, 2)
+    }
+    assert covered == later
     ax = plot_timeline(timeline, max_hatched=0).axes[0]
-    assert {c.get_hatch() for c in ax.collections} == {None}
+    assert not [a for a in ax.get_children() if a.get_gid() == HATCH_GID]
 
 
 def test_timeline_figure_is_not_a_pyplot_figure_and_rcparams_stay():

@@ -18,7 +18,8 @@ and a chunk pass takes ``cost * schedule.chunk_share``. The time axis names
 :attr:`~ppbook.timeline.Timeline.time_unit`.
 
 The boxes of one kind on one chunk are one :class:`~matplotlib.collections.PolyCollection`
-(label = the kind), so drawing stays fast for tens of thousands of actions. Times are
+(label = the kind), so drawing stays fast for tens of thousands of actions; a later chunk's
+hatching lies over its boxes as one compound path (gid :data:`HATCH_GID`). Times are
 drawn relative to :attr:`~ppbook.timeline.Timeline.origin`. On axes that share their time
 axis with others (two runs one above the other), the axis ends at the longest of their
 makespans, in whichever order they are drawn. A new figure is as wide as the notebook column
@@ -33,7 +34,8 @@ from typing import NamedTuple
 
 import numpy as np
 from matplotlib.collections import PolyCollection
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, PathPatch
+from matplotlib.path import Path
 
 from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
@@ -47,6 +49,7 @@ LANE_HEIGHT = 0.8  # box height, in rank units
 MAX_HATCHED = 600  # hatch chunks by default up to this many boxes (hatching draws slowly)
 CHUNK_HATCHES = (None, "////", "\\\\\\\\", "xxxx")  # a rank's first, second, ... chunk
 LANES_GID = "ppbook-timeline-lanes"  # the idle lanes' id: where a drawn timeline ends
+HATCH_GID = "ppbook-chunk-hatching"  # the hatching over a later chunk's boxes
 
 
 def chunk_cost_note(schedule: Schedule) -> str:
@@ -184,13 +187,13 @@ def plot_timeline(
             facecolors=shades(kind, g.microbatches, m),
             edgecolors="white",
             linewidths=0.0 if narrow else 0.6,
-            hatch=CHUNK_HATCHES[chunk % len(CHUNK_HATCHES)] if hatch_chunks else None,
             label=kind,
             zorder=2,
         )
-        if hatch_chunks and hasattr(boxes, "set_hatch_linewidth"):  # matplotlib >= 3.10
-            boxes.set_hatch_linewidth(0.6)
         ax.add_collection(boxes, autolim=False)  # the limits are set below
+        hatch = CHUNK_HATCHES[chunk % len(CHUNK_HATCHES)] if hatch_chunks else None
+        if hatch:
+            ax.add_artist(_hatching(verts, hatch))
     if labels is None or labels:
         _label_boxes(ax, timeline, groups, px_per_unit, hatch_chunks, force=bool(labels))
 
@@ -232,6 +235,28 @@ def _shared_right(ax, end: float) -> float:
             if collection.get_gid() == LANES_GID:
                 ends += [path.vertices[:, 0].max() for path in collection.get_paths()]
     return float(max(ends))
+
+
+def _hatching(verts: np.ndarray, hatch: str) -> PathPatch:
+    """White ``hatch`` over the boxes ``verts`` (boxes, 4 corners, xy) as one compound
+    path: Agg fills it with the pattern once, where a hatched collection renders the
+    pattern box by box (four times slower for a few hundred boxes, the same pixels)."""
+    closed = np.concatenate([verts, verts[:, :1]], axis=1).reshape(-1, 2)
+    codes = np.tile(
+        [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], len(verts)
+    )
+    patch = PathPatch(
+        Path(closed, codes),
+        facecolor="none",
+        edgecolor="white",
+        linewidth=0.0,
+        hatch=hatch,
+        gid=HATCH_GID,
+        zorder=2.1,
+    )
+    if hasattr(patch, "set_hatch_linewidth"):  # matplotlib >= 3.10
+        patch.set_hatch_linewidth(0.6)
+    return patch
 
 
 def _legend_handles(groups, hatch_chunks: bool) -> list[Patch]:
