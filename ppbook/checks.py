@@ -51,6 +51,8 @@ def as_count(value: object, name: str, owner: str = "", minimum: int = 1) -> int
     ``owner`` names who asks (``"1f1b"``, ``"gpipe_bubble"``); the message reads
     ``"1f1b needs num_microbatches >= 1, got 0"``.
     """
+    if type(value) is int and value >= minimum:  # the common case, without the ABC check
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(
             f"{_what(owner, name)} to be an integer >= {minimum}, "
@@ -63,6 +65,8 @@ def as_count(value: object, name: str, owner: str = "", minimum: int = 1) -> int
 
 def is_real(value: object) -> bool:
     """Whether ``value`` is a real number of an accepted type (not bool, str or complex)."""
+    if type(value) is float or type(value) is int:  # the common cases, without the ABC check
+        return True
     if isinstance(value, bool):
         return False
     return isinstance(value, numbers.Real | decimal.Decimal)
