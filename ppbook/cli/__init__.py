@@ -12,6 +12,7 @@ ValueError) is printed as a short message, cut to :data:`MAX_ERROR_LINES` lines 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from ppbook.limits import capped
@@ -30,22 +31,27 @@ def short_error(message: str) -> str:
     return capped("\n".join(lines))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ppbook`` console script; returns the exit status."""
-    from ppbook.cli import assign as assign_command
-    from ppbook.cli import run as run_command
-    from ppbook.cli import simulate as simulate_command
-    from ppbook.cli import size as size_command
+COMMANDS = ("simulate", "run", "size", "assign")
+"""The subcommands, each the module of that name in this package."""
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ppbook`` console script; returns the exit status.
+
+    Only the subcommand asked for is imported (``ppbook simulate`` does not load the
+    sizing search or the grader); without one, or with an unknown one, all are, so that
+    the help and the error list every command.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = argv[:1] if argv[:1] and argv[0] in COMMANDS else list(COMMANDS)
     parser = argparse.ArgumentParser(
         prog="ppbook",
         description="Pipeline-parallel schedules: simulate them, or run them on real processes.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{simulate,run,size,assign}")
-    simulate_command.add_parser(sub)
-    run_command.add_parser(sub)
-    size_command.add_parser(sub)
-    assign_command.add_parser(sub)
+    listed = "{" + ",".join(COMMANDS) + "}"
+    sub = parser.add_subparsers(dest="command", required=True, metavar=listed)
+    for name in chosen:
+        importlib.import_module(f"ppbook.cli.{name}").add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
