@@ -87,6 +87,19 @@ def test_light_modules_import_neither_torch_nor_matplotlib(module):
     assert out.stdout.strip() == "[]"
 
 
+def test_a_subcommand_loads_only_its_own_layer(tmp_path):
+    # ppbook simulate runs without the sizing search, the grader or the runtime.
+    code = (
+        "import sys\nfrom ppbook.cli import main\n"
+        "main(['simulate', '--schedule', '1f1b', '--stages', '2', '--microbatches', '2', "
+        "'--json'])\n"
+        "print([m for m in ('ppbook.sizing', 'ppbook.assign', 'ppbook.cli.size', "
+        "'ppbook.cli.assign', 'ppbook.cli.run', 'torch') if m in sys.modules], file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("{") and out.stderr.strip() == "[]"
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make book" in readme and "make test" in readme
