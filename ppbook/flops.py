@@ -67,21 +67,36 @@ def stage_costs(
     **kwargs,
 ) -> Costs:
     """:class:`~ppbook.costs.Costs` in seconds for ``schedule``: ``F``, ``I``, ``W`` and
-    ``B = I + W`` from :func:`part_flops` at ``flops_per_second``, and ``activation_bytes``.
+    ``B = I + W`` from :func:`part_flops` at ``flops_per_second``, and ``activation_bytes``
+    (:func:`stage_values`).
 
     Values are per stage in ppbook's cost convention (one device's share: a part's own
     time divided by ``schedule.chunk_share``, which the simulator multiplies back).
     ``kwargs`` go to ``Costs`` (``comm``, ``comm_bytes``, ``bandwidth``). Times are in
     seconds (``time_unit="s"``, which simulated timelines then carry).
     """
+    kwargs.setdefault("time_unit", "s")
+    return Costs(
+        **stage_values(schedule, shape, parallel, flops_per_second, layers_per_part), **kwargs
+    )
+
+
+def stage_values(
+    schedule: Schedule,
+    shape: ModelShape,
+    parallel: Parallel,
+    flops_per_second: float,
+    layers_per_part=None,
+) -> dict[str, list[float]]:
+    """What :func:`stage_costs` puts in its ``Costs``, per stage: ``F``, ``B``, ``I`` and
+    ``W`` in seconds and ``activation_bytes``, without building the ``Costs`` (a sizing
+    search needs the times of every option, and the ``Costs`` of the few it simulates)."""
     speed = as_quantity(flops_per_second, "flops_per_second", "stage_costs", inclusive=False)
     layers = parts_of(schedule, shape, layers_per_part)
     flops = part_flops(shape, parallel, layers)
     sizes = part_activation_bytes(shape, parallel, layers)
     share = schedule.chunk_share
     parts = [schedule.model_part(k) for k in range(schedule.num_stages)]
-    per_stage = {
-        key: [flops[k][key] / speed / share for k in parts] for key in ("F", "B", "I", "W")
-    }
-    kwargs.setdefault("time_unit", "s")
-    return Costs(**per_stage, activation_bytes=[sizes[k] / share for k in parts], **kwargs)
+    values = {key: [flops[k][key] / speed / share for k in parts] for key in ("F", "B", "I", "W")}
+    values["activation_bytes"] = [sizes[k] / share for k in parts]
+    return values

@@ -33,11 +33,11 @@ import gc
 from bisect import insort
 from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache, wraps
+from functools import lru_cache, partial, wraps
 
 from ppbook.checks import as_count
 from ppbook.costs import Costs
-from ppbook.flops import stage_costs
+from ppbook.flops import stage_values
 from ppbook.links import Link, Topology, boundary_bytes
 from ppbook.memory import (
     RECOMPUTE,
@@ -248,15 +248,7 @@ class _Search:
     def evaluate(self, c: Config) -> None:
         """Memory of every GPU under ``c``; keep it to rank, or reject it and say why."""
         parallel = parallel_of(c, self.sp, self.zero)
-        layers, parts, counts, _, _, _ = _structure(self.shape, c.schedule, c.pp, c.v, c.tp)
-        per_part = part_activation_bytes(self.shape, parallel, layers)
-        frontier = held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
-        held = peak_bytes(frontier, [per_part[k] for k in parts])
-        ranks = [
-            MemoryBreakdown(r, n, **static_bytes(n, parallel), activations=held[r])
-            for r, n in enumerate(counts)
-        ]
-        worst = max(ranks, key=lambda x: x.total)
+        worst = _fullest(self.shape, c, self.sp, self.zero)
         if worst.total > self.hardware.memory_bytes:
             self.reject(
                 "does not fit in memory",
@@ -267,9 +259,27 @@ class _Search:
                 (c.tp, c.pp, c.dp),
             )
             return
-        costs = _costs(self.shape, self.hardware, c, parallel)
-        option = Option(c, worst.total, worst.rank, worst, costs=costs)
-        self.pending.append((_lower_bound(option, self.shape, self.hardware), option))
+        values = _stage_values(self.shape, self.hardware, c, parallel)
+        option = Option(c, worst.total, worst.rank, worst)
+        bound = _lower_bound(option, values, self.shape, self.hardware)
+        self.pending.append((bound, option, partial(_costs, self.shape, self.hardware, c, values)))
+
+
+@lru_cache(maxsize=8192)
+def _fullest(shape: ModelShape, c: Config, sp: bool, zero: int) -> MemoryBreakdown:
+    """The memory of ``c``'s fullest GPU: it depends on the model and the configuration
+    only, so a search that changes the GPUs' speed or links (the calculator's sliders)
+    finds it again here."""
+    parallel = parallel_of(c, sp, zero)
+    layers, parts, counts, _, _, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    per_part = part_activation_bytes(shape, parallel, layers)
+    frontier = held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
+    held = peak_bytes(frontier, [per_part[k] for k in parts])
+    ranks = [
+        MemoryBreakdown(r, n, **static_bytes(n, parallel), activations=held[r])
+        for r, n in enumerate(counts)
+    ]
+    return max(ranks, key=lambda x: x.total)
 
 
 def _given(name: str, value: int | None, total: int) -> list[int] | None:
@@ -325,11 +335,26 @@ def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int):
     return layers, parts, counts, schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
 
 
-def _costs(shape, hardware, c: Config, parallel) -> Costs:
-    """Compute from :func:`ppbook.flops.stage_costs`, plus the tensor-parallel all-reduces,
-    and the pipeline transfers on the links they cross (:mod:`ppbook.sizing_costs`)."""
+def _stage_values(shape, hardware, c: Config, parallel) -> dict[str, list[float]]:
+    """Per stage F, I, W, B in seconds (one device's share, as in ``Costs``) and activation
+    bytes: compute from :func:`ppbook.flops.stage_values`, plus the tensor-parallel
+    all-reduces (:mod:`ppbook.sizing_costs`)."""
     layers, parts, _, _, share, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
-    schedule = structure_of(c.schedule, c.pp, c.v)  # stage_costs needs no actions
+    schedule = structure_of(c.schedule, c.pp, c.v)  # the values need no actions
+    values = stage_values(schedule, shape, parallel, hardware.flops_per_second, layers)
+    if c.tp > 1:
+        one = tp_allreduce_s(shape, parallel, hardware)
+        forward, backward = TP_ALLREDUCES[c.recompute]
+        extra = [layers[k] * one / share for k in parts]
+        values["F"] = [x + forward * e for x, e in zip(values["F"], extra, strict=True)]
+        values["I"] = [x + backward * e for x, e in zip(values["I"], extra, strict=True)]
+        values["B"] = [x + w for x, w in zip(values["I"], values["W"], strict=True)]
+    return values
+
+
+def _costs(shape, hardware, c: Config, values: dict[str, list[float]]) -> Costs:
+    """The ``Costs`` to simulate ``c``: its stage values, and the pipeline transfers on the
+    links they cross (:mod:`ppbook.sizing_costs`). Built only for the options simulated."""
     topology = Topology(
         intra_node=Link(bandwidth=hardware.intra_node_gbps * 1e9, name="intra-node"),
         inter_node=Link(bandwidth=hardware.inter_node_gbps * 1e9, name="inter-node"),
@@ -339,33 +364,18 @@ def _costs(shape, hardware, c: Config, parallel) -> Costs:
     message = boundary_bytes(
         c.microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element
     )
-    costs = stage_costs(
-        schedule,
-        shape,
-        parallel,
-        hardware.flops_per_second,
-        layers,
-        comm_bytes=message,
-        topology=topology,
-        contention=True,
-    )
-    if c.tp == 1:
-        return costs
-    one = tp_allreduce_s(shape, parallel, hardware)
-    forward, backward = TP_ALLREDUCES[c.recompute]
-    extra = [layers[k] * one / share for k in parts]
-    f = [x + forward * e for x, e in zip(costs.F, extra, strict=True)]
-    i = [x + backward * e for x, e in zip(costs.I, extra, strict=True)]
-    return replace(costs, F=f, I=i, B=[x + w for x, w in zip(i, costs.W, strict=True)])
+    return Costs(**values, comm_bytes=message, topology=topology, contention=True, time_unit="s")
 
 
-def _lower_bound(option: Option, shape: ModelShape, hardware: Hardware) -> float:
+def _lower_bound(option: Option, values, shape: ModelShape, hardware: Hardware) -> float:
     """No step is shorter than this: a rank's first action is a forward on one of its stages,
     which waits for the forwards of every stage before it on the route; then the rank
-    computes all its passes (busy); then the data-parallel all-reduce runs."""
+    computes all its passes (busy); then the data-parallel all-reduce runs. ``values``:
+    the option's stage values (``_stage_values``, one device's share: a chunk pass takes
+    the value times the chunk share)."""
     c = option.config
     _, _, _, stage_to_rank, share, route = _structure(shape, c.schedule, c.pp, c.v, c.tp)
-    per_stage = option.costs.per_stage(len(stage_to_rank), share=share)
+    per_stage = {key: [x * share for x in values[key]] for key in ("F", "B")}
     before = {}
     ahead = 0.0
     for stage in route:
@@ -394,15 +404,17 @@ def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
     """Simulate in order of the lower bound; with ``top``, stop when no other can enter."""
     pending.sort(key=lambda item: item[0])
     done: list[Option] = []
-    for bound, option in pending:
+    for bound, option, costs_of in pending:
         if top is not None and len(done) >= top and bound > done[top - 1].step_time_s:
             break
         c = option.config
-        timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, option.costs)
+        costs = costs_of()
+        timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, costs)
         makespan, bubble = timeline.makespan, timeline.bubble_fraction
         allreduce = _allreduce(option, hardware)
         simulated_option = replace(
             option,
+            costs=costs,
             step_time_s=makespan + allreduce,
             pipeline_s=makespan,
             allreduce_s=allreduce,
