@@ -136,3 +136,24 @@ def test_timeline_ramps_shrink_as_m_grows():
         ramps.append(start)
     assert ramps[0] > ramps[1] > ramps[2]
     assert "idle grey = 8.6% of the step" in explorer.timeline_axes.get_title()  # 3/35
+
+
+def test_update_sets_several_sliders_and_refuses_what_they_cannot_take():
+    explorer = bubble_explorer(num_stages=8, num_microbatches=32)
+    explorer.update(num_stages=4, num_chunks=2, num_microbatches=12, target=0.2)
+    text = explorer.readout.value
+    assert "p = 4, m = 12, v = 2" in text
+    assert "(p-1)/(vm+p-1) = 1/9 = <b>0.1111</b>" in text  # 3/(2 * 12 + 3)
+    assert explorer.microbatches_slider.step == 4
+    with pytest.raises(ValueError, match="m must be a multiple of p = 4"):
+        explorer.update(num_microbatches=10)
+    with pytest.raises(ValueError, match="m must be a multiple of p = 5"):
+        explorer.update(num_stages=5, num_microbatches=12)  # p is set before m is refused
+    assert explorer.state == {"num_stages": 4, "num_microbatches": 12, "num_chunks": 2,
+                              "target": 0.2}  # fmt: skip
+    assert explorer.microbatches_slider.step == 4
+    with pytest.raises(ValueError, match=r"stages p must be in 1\.\.32, got 40"):
+        explorer.update(num_stages=40)
+    with pytest.raises(ValueError, match="unknown control"):
+        explorer.update(p=4)
+    assert "p = 4, m = 12, v = 2" in explorer.readout.value  # unchanged by the refusals

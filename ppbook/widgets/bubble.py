@@ -35,7 +35,8 @@ from ppbook.timeline import Timeline
 from ppbook.views.bubble import CONVENTION_LABELS
 from ppbook.views.colors import IDLE_COLOR, KIND_COLORS
 from ppbook.views.figure import column_figure, text_size
-from ppbook.widgets.layout import TEXT, control_rows, picture, readout, show_figure
+from ppbook.widgets.explorer import Explorer
+from ppbook.widgets.layout import TEXT, picture, readout, show_figure
 
 TIMELINE_COSTS = Costs(F=1.0, B=2.0)
 """Pass times of the small timeline: chapter 1's t_f = 1, t_b = 2 (one device's share)."""
@@ -46,12 +47,13 @@ def _exact(name: str, p: int, m: int, v: int) -> str:
     return str(formulas()[name].expr.subs({p_symbol: p, m_symbol: m, v_symbol: v}))
 
 
-class BubbleExplorer(widgets.VBox):
+class BubbleExplorer(Explorer):
     """Sliders for p, m, v and a target bubble b; a readout of f, r and the smallest m
     that meets the target; the curves against m and a small timeline.
 
     The sliders (``stages_slider``, ``microbatches_slider``, ``chunks_slider``,
-    ``target_slider``) drive :meth:`update`, which refreshes ``readout`` (HTML), the
+    ``target_slider``; :meth:`update` takes ``num_stages``, ``num_microbatches``,
+    ``num_chunks`` and ``target``) redraw through :meth:`refresh`: ``readout`` (HTML), the
     lines in ``axes``, the timeline in ``timeline_axes`` (its run in ``timeline``) and
     the PNG in ``image``.
     """
@@ -83,28 +85,23 @@ class BubbleExplorer(widgets.VBox):
             )
         if not 0.01 <= target <= 0.5:
             raise ValueError(f"{name} needs a target bubble in 0.01..0.5, got {target!r}")
-        self.stages_slider = widgets.IntSlider(
-            value=num_stages, min=1, max=max_stages, description="stages p"
-        )
-        self.microbatches_slider = widgets.IntSlider(
-            value=num_microbatches, min=1, max=max_microbatches, description="micro-batches m"
-        )
-        self.chunks_slider = widgets.IntSlider(
-            value=num_chunks, min=1, max=4, description="chunks v"
-        )
-        self.target_slider = widgets.FloatSlider(
-            value=target, min=0.01, max=0.5, step=0.01, description="target bubble b"
-        )
-        sliders = (
-            self.stages_slider,
-            self.microbatches_slider,
-            self.chunks_slider,
-            self.target_slider,
-        )
+        controls = {
+            "num_stages": widgets.IntSlider(min=1, max=max_stages, description="stages p"),
+            "num_microbatches": widgets.IntSlider(
+                min=1, max=max_microbatches, description="micro-batches m"
+            ),
+            "num_chunks": widgets.IntSlider(min=1, max=4, description="chunks v"),
+            "target": widgets.FloatSlider(
+                min=0.01, max=0.5, step=0.01, description="target bubble b"
+            ),
+        }
+        self.stages_slider = controls["num_stages"]
+        self.microbatches_slider = controls["num_microbatches"]
+        self.chunks_slider = controls["num_chunks"]
+        self.target_slider = controls["target"]
         self.readout = readout(min_height="6em")
         self.figure = column_figure(5.2, layout=None)
         self.image = picture(self.figure)
-        super().__init__([control_rows(sliders), self.readout, self.image])
         self.max_microbatches = max_microbatches
         self.axes = self.figure.add_axes((0.09, 0.52, 0.89, 0.42))
         self.timeline_axes = self.figure.add_axes((0.09, 0.1, 0.89, 0.28))
@@ -126,11 +123,37 @@ class BubbleExplorer(widgets.VBox):
         self.timeline_axes.tick_params(labelsize=small)
         self.timeline_axes.set_xlim(0, 1)
         self.timeline_axes.set_xlabel("share of the step (time / makespan)", fontsize=small)
-        self._holding = False
-        for slider in sliders:
-            slider.observe(self.update, names="value")
+        values = {
+            "num_stages": num_stages,
+            "num_chunks": num_chunks,
+            "num_microbatches": num_microbatches,
+            "target": target,
+        }
+        self._start(controls, [self.readout, self.image], values)
+
+    def _apply(self, values: dict) -> None:
+        """Set p and v first, let the m slider offer what they allow, then m and b; an m
+        that is not a multiple of p while v > 1 is a ValueError."""
+        for name in ("num_stages", "num_chunks"):
+            if name in values:
+                self._set(name, values[name])
         self._fit_microbatches()
-        self.update()
+        p, v = self.stages_slider.value, self.chunks_slider.value
+        m = values.get("num_microbatches")
+        if m is not None and v > 1 and m % p:
+            raise ValueError(
+                f"with v = {v} chunks m must be a multiple of p = {p} (Megatron-LM's rule), "
+                f"got m = {m}"
+            )
+        if m is not None:
+            self._set("num_microbatches", m)
+        if "target" in values:
+            self._set("target", values["target"])
+
+    def _changed(self, change: dict) -> None:
+        """A new p or v changes which m the slider offers."""
+        if change["owner"] in (self.stages_slider, self.chunks_slider):
+            self._fit_microbatches()
 
     def _fit_microbatches(self) -> None:
         """With v > 1 let the m slider offer the multiples of p only (Megatron-LM's rule)."""
@@ -139,21 +162,14 @@ class BubbleExplorer(widgets.VBox):
         low = step = p if v > 1 else 1
         high = max(low, self.max_microbatches // step * step)
         value = min(high, max(low, -(-slider.value // step) * step))
-        self._holding = True
-        try:
+        with self._held():
             slider.min, slider.max = min(slider.min, low), max(slider.max, high)
             slider.step, slider.value = step, value
             slider.min, slider.max = low, high
-        finally:
-            self._holding = False
 
-    def update(self, change: dict | None = None) -> None:
+    def refresh(self) -> None:
         """Recompute f, r and the m the target needs for the sliders' p, m, v and b;
         redraw the readout and the picture."""
-        if self._holding:
-            return
-        if change is not None and change["owner"] in (self.stages_slider, self.chunks_slider):
-            self._fit_microbatches()
         p, m = self.stages_slider.value, self.microbatches_slider.value
         v, target = self.chunks_slider.value, self.target_slider.value
         f, r = bubble_fraction(p, m, v), bubble_ratio(p, m, v)

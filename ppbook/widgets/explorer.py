@@ -36,14 +36,20 @@ class Explorer(widgets.VBox):
         return {name: control.value for name, control in self.controls.items()}
 
     def update(self, **values) -> None:
-        """Set some controls (names as in :attr:`state`), then redraw once."""
+        """Set some controls (names as in :attr:`state`), then redraw once. A value a
+        control cannot take is a ValueError and leaves every control as it was."""
         unknown = set(values) - set(self.controls)
         if unknown:
             raise ValueError(
                 f"unknown control(s) {sorted(unknown)}; the controls are {list(self.controls)}"
             )
+        before = self.state
         with self._held():
-            self._apply(values)
+            try:
+                self._apply(values)
+            except ValueError:
+                self._apply(before)  # the controls set so far go back
+                raise
         self.refresh()
 
     def refresh(self) -> None:
