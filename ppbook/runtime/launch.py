@@ -165,16 +165,13 @@ def _all_finished(folder: Path, nproc: int) -> bool:
 
 def _note_bad_endings(processes: list, folder: Path, stopped: set[int]) -> None:
     """One line on stderr for each rank of a complete run that did not end cleanly."""
-    reports = {}
-    for path in folder.glob("error-*.json"):
-        report = json.loads(path.read_text())
-        reports[report["rank"]] = _first_line(report)
+    reports = _reports(folder)
     for rank, process in enumerate(processes):
         code = process.exitcode
         if code == 0:
             continue
         if rank in reports:
-            how = reports[rank]
+            how = _first_line(reports[rank])
         elif rank in stopped:
             how = f"it did not exit within {LEAVE:g} s and was stopped"
         elif code < 0:
@@ -324,6 +321,12 @@ def clip(text: str) -> str:
     return clipped(text, MAX_LINE)
 
 
+def _reports(folder: Path) -> dict[int, dict]:
+    """The error reports the ranks wrote (``error-<rank>.json``), by rank."""
+    reports = [json.loads(path.read_text()) for path in folder.glob("error-*.json")]
+    return {report["rank"]: report for report in reports}
+
+
 def _first_line(report: dict) -> str:
     """``type: message`` of a rank's report, its message's first line only."""
     lines = report["message"].splitlines()
@@ -332,10 +335,7 @@ def _first_line(report: dict) -> str:
 
 def _failure(processes: list, folder: Path, ended: list[int], stopped: set[int]) -> PipelineError:
     """The error to show: the cause first (see the module's docstring), then the others."""
-    reports = {}
-    for path in folder.glob("error-*.json"):
-        report = json.loads(path.read_text())
-        reports[report["rank"]] = report
+    reports = _reports(folder)
     silent, others = {}, []  # silent: ranks that died unreported, and not by our hand
     for rank, process in enumerate(processes):
         code = process.exitcode
