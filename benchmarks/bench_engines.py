@@ -52,7 +52,7 @@ def config(args: argparse.Namespace, schedule: str, engine: str) -> RunConfig:
 
 def busy(timeline) -> float:
     """Compute time of one step, in seconds: the mean over ranks of their busy time."""
-    return statistics.fmean(timeline.busy(rank) for rank in range(timeline.schedule.num_ranks))
+    return timeline.total_busy / timeline.num_ranks
 
 
 def paired(ours: list, theirs: list, measure) -> float:

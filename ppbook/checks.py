@@ -36,6 +36,17 @@ def one_line(text: object, limit: int) -> str:
     return clipped(" ".join(str(text).split()), limit)
 
 
+def joined_lines(text: object, limit: int | None = None) -> str:
+    """A message of several lines (the validator lists one problem a line) on one line:
+    its non-empty lines joined by "; ", or by a space after a line that ends in a colon;
+    cut to ``limit`` characters when given."""
+    joined = ""
+    for line in (line.strip() for line in str(text).splitlines()):
+        if line:
+            joined += ("" if not joined else " " if joined.endswith(":") else "; ") + line
+    return joined if limit is None else clipped(joined, limit)
+
+
 def shown(value: object) -> str:
     """``repr(value)``, cut to :data:`MAX_SHOWN` characters so that no message runs on."""
     return clipped(repr(value), MAX_SHOWN)

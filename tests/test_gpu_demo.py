@@ -28,6 +28,7 @@ from ppbook.runtime.devices import (
     clock_problems,
     dependency_violations,
     mode_for,
+    order_problems,
 )
 from ppbook.runtime.launch import PipelineError
 from ppbook.runtime.recording import (
@@ -329,3 +330,11 @@ def test_a_run_that_stops_ends_the_demo_with_its_error(monkeypatch, tmp_path, ca
     out = capsys.readouterr().out
     assert "FAILED: a run stopped, nothing written." in out and "rank 1 failed" in out
     assert not (tmp_path / "gpu_demo").exists()
+
+
+def test_order_problems_name_the_step_and_rank_that_ran_another_order():
+    schedule = gpipe(2, 2)
+    rows = [[str(part) for step in row for part in step.parts] for row in schedule.actions]
+    ran = SimpleNamespace(schedule=schedule, executed=[rows, [rows[0], rows[1][::-1]]])
+    assert order_problems(ran) == ["step 1: rank 1 ran other actions than its row of the schedule"]
+    assert order_problems(SimpleNamespace(schedule=schedule, executed=[rows])) == []

@@ -13,7 +13,7 @@ and by how much. The thresholds of assignment 4 are the makespans of 1F1B and ZB
 
 from __future__ import annotations
 
-from ppbook.checks import clipped
+from ppbook.checks import joined_lines
 from ppbook.costs import Costs
 from ppbook.schedule import Schedule
 from ppbook.schedules import one_f_one_b, zb_h1
@@ -41,13 +41,9 @@ VALID_SHARE = 0.1
 
 
 def one_line(error: Exception) -> str:
-    """An error's message on one line (its lines joined by '; ', or by a space after a
-    colon), cut to 400 characters."""
-    text = ""
-    for line in (line.strip() for line in str(error).splitlines()):
-        if line:
-            text += ("" if not text else " " if text.endswith(":") else "; ") + line
-    return clipped(text, 400)
+    """An error's message on one line (:func:`ppbook.checks.joined_lines`), cut to 400
+    characters."""
+    return joined_lines(error, 400)
 
 
 def simulated(rows: object, p: int, m: int, costs: Costs, who: str) -> Timeline:

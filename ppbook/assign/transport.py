@@ -85,8 +85,7 @@ def pipeline_gradients(transport: str) -> dict:
     The runs of one version of the module's file are launched once: both questions (and
     both self-checks) collect the same data, or the same error.
     """
-    check_transport(transport)
-    key = (transport, Path(importlib.util.find_spec(transport).origin).read_bytes())
+    key = (transport, Path(check_transport(transport).origin).read_bytes())
     if key not in _DONE:
         try:
             _DONE[key] = _launched(transport)

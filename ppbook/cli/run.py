@@ -170,18 +170,13 @@ def run(args: argparse.Namespace) -> int:
             return _run_one_rank(args)
         return _launch(args)
     except ValueError as exc:
-        print(f"ppbook run: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"ppbook run: error: {checks.one_line(exc, MAX_MESSAGE)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # SIGINT, or launch's Interrupted for SIGTERM and SIGHUP
         signum = getattr(exc, "signum", signal.SIGINT)
         name = signal.Signals(signum).name
         print(f"ppbook run: stopped by {name}; every rank ended, nothing left", file=sys.stderr)
         return 128 + signum
-
-
-def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
-    """``text`` on one line, cut to ``limit`` characters (:func:`ppbook.checks.one_line`)."""
-    return checks.one_line(text, limit)
 
 
 def check_output(args: argparse.Namespace) -> None:
@@ -250,7 +245,7 @@ def report(result, args: argparse.Namespace) -> int:
         try:
             assert_matches_reference(result)
         except AssertionError as exc:
-            message = one_line(str(exc))
+            message = checks.one_line(exc, MAX_MESSAGE)
             print(f"ppbook run: differs from the single-process run: {message}", file=sys.stderr)
             return 1
     if args.json:

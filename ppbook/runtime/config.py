@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib.machinery import ModuleSpec
 
 from ppbook.checks import as_count, as_quantity, shown
 from ppbook.schedule import Schedule
@@ -184,9 +185,10 @@ def check_fault(fault: object, schedule: Schedule, nproc: int) -> None:
         )
 
 
-def check_transport(name: object) -> None:
+def check_transport(name: object) -> ModuleSpec:
     """A transport module (:mod:`ppbook.runtime.execute`) that the ranks will find: a
-    module name that this process can import (the ranks get its ``sys.path``)."""
+    module name that this process can import (the ranks get its ``sys.path``). Returns
+    its spec (``origin``: its file)."""
     if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
         raise ValueError(
             f"transport must be a module's name such as 'my_transport', got {shown(name)}"
@@ -200,6 +202,7 @@ def check_transport(name: object) -> None:
             f"cannot find the transport module {name!r}: write it to {name.replace('.', '/')}.py "
             "in the folder the run starts from, or in another folder on sys.path"
         )
+    return found
 
 
 def check_engine(config: RunConfig, schedule: Schedule) -> None:

@@ -139,6 +139,20 @@ def dependency_violations(timeline: Timeline, tolerance: float) -> list[str]:
     return found
 
 
+def order_problems(result) -> list[str]:
+    """The ranks that did not run exactly their row of the schedule, in order, in some step
+    of ``result`` (a :class:`~ppbook.runtime.result.RunResult`), in words; [] if none."""
+    expected = [
+        [str(part) for step in row for part in step.parts] for row in result.schedule.actions
+    ]
+    return [
+        f"step {step}: rank {rank} ran other actions than its row of the schedule"
+        for step, executed in enumerate(result.executed)
+        for rank, (ran, row) in enumerate(zip(executed, expected, strict=True))
+        if ran != row
+    ]
+
+
 def clock_problems(result, slack: float = 1e-6) -> list[str]:
     """What is wrong with the clocks of a run of ranks on this machine, in words; [] if nothing.
 

@@ -270,8 +270,8 @@ def _sigint_ignored() -> Iterator[None]:
 def _wait(
     processes: list,
     ended: list[int],
-    report: Progress | None = None,
-    finished: Callable[[], bool] = lambda: False,
+    report: Progress | None,
+    finished: Callable[[], bool],
 ) -> None:
     """Return when every process has ended, :data:`GRACE` seconds after the first one
     fails, or :data:`LEAVE` seconds after ``finished()`` says every rank has done its work

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ppbook.costs import Costs
-from ppbook.runtime.result import RunResult
+from ppbook.runtime.result import RunResult, after_warm_up, typical_step
 from ppbook.schedule import KINDS as COMPUTE_KINDS
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
@@ -139,13 +139,15 @@ class Comparison:
         }
 
 
-def compare_timelines(timelines: Sequence[Timeline], measured: Timeline) -> Comparison:
-    """Simulate under the costs measured in ``timelines``; compare with the step ``measured``."""
-    costs = measured_costs(timelines)
+def compare_steps(steps: list[Timeline]) -> Comparison:
+    """Measured against simulated for the measured ``steps`` of a run: costs from the steps
+    after the warm-up step, compared with the typical step
+    (:func:`~ppbook.runtime.result.typical_step`)."""
+    costs = measured_costs(after_warm_up(steps))
+    measured = typical_step(steps)
     return Comparison(measured, simulate(measured.schedule, costs), costs)
 
 
 def compare(run: RunResult) -> Comparison:
-    """Measured against simulated for a run: costs from the steps after the warm-up step,
-    compared with the typical step (:attr:`RunResult.timeline`)."""
-    return compare_timelines(run.timelines[1:] or run.timelines, run.timeline)
+    """Measured against simulated for a run (:func:`compare_steps` of its steps)."""
+    return compare_steps(run.timelines)

@@ -6,7 +6,7 @@
 and every step's measured timeline of every schedule it ran. :func:`load_recordings`
 reads them back as :class:`Recording` objects, whose :meth:`~Recording.comparison` sets a
 recorded step beside the simulator's prediction under the costs measured in that run
-(:func:`ppbook.runtime.measure.compare_timelines`), as chapter 3 does for a live run.
+(:func:`ppbook.runtime.measure.compare_steps`), as chapter 3 does for a live run.
 
 GPU recordings live in the repository's ``data/gpu_demo/`` (:data:`GPU_DATA`). A file
 there that was not recorded on GPUs is refused: the book never shows CPU numbers as GPU
@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ppbook.runtime.measure import Comparison, compare_timelines
+from ppbook.runtime.measure import Comparison, compare_steps
 from ppbook.runtime.result import typical_step
 from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
@@ -97,8 +97,7 @@ class Recording:
 
     def comparison(self, name: str) -> Comparison:
         """The typical step of ``name`` beside its simulation under the measured costs."""
-        steps = self.runs[name]
-        return compare_timelines(steps[1:] or steps, self.typical(name))
+        return compare_steps(self.runs[name])
 
     def describe(self) -> str:
         """Where, when and how the recording was made, in a few lines."""

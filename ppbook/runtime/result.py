@@ -19,10 +19,14 @@ from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
 
 
+def after_warm_up(timelines: list[Timeline]) -> list[Timeline]:
+    """The steps without the first (warm-up) one, if there are more than one."""
+    return timelines[1:] or timelines
+
+
 def typical_step(timelines: list[Timeline]) -> Timeline:
     """The step of median makespan, leaving out the first (warm-up) step if there are more."""
-    steps = timelines[1:] or timelines
-    ranked = sorted(steps, key=lambda t: t.makespan)
+    ranked = sorted(after_warm_up(timelines), key=lambda t: t.makespan)
     return ranked[(len(ranked) - 1) // 2]
 
 

@@ -29,7 +29,7 @@ import csv
 import io
 import types
 
-from ppbook.checks import as_count, shown
+from ppbook.checks import as_count, joined_lines, shown
 from ppbook.pytorch_csv import read_csv_text
 from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
@@ -173,5 +173,4 @@ def _stand_in(group_size: int, num_stages: int, stage_index: int) -> types.Simpl
 
 def _one_line(exc: BaseException) -> str:
     """``exc``'s message on one line (the validator lists its problems on several)."""
-    lines = [line.strip().rstrip(":") for line in str(exc).splitlines() if line.strip()]
-    return "; ".join(lines) or type(exc).__name__
+    return joined_lines(exc) or type(exc).__name__
