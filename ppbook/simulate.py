@@ -118,8 +118,8 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
     per_link = costs.per_link
     if per_link:
         arrival: list[float] = [0.0] * len(index.where)  # by part key: its message's arrival
-        send, outgoing = _sender(schedule, index, costs, arrival)
-        link_free, overlap, contention = outgoing[-1], costs.overlap_send, costs.contention
+        send, outgoing, link_free = _sender(schedule, index, costs, arrival)
+        overlap, contention = costs.overlap_send, costs.contention
     steps, step_rank, first, where = index.steps, index.step_rank, index.first, index.where
     n = len(steps)
     m, num_stages = schedule.num_microbatches, schedule.num_stages
@@ -195,7 +195,7 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
                 if not per_link:
                     pass
                 elif slot < 0:  # an overlapped pair's messages
-                    end[sid] = t_free = send(step, rank, t_free)
+                    end[sid] = t_free = send(step, t_free)
                 elif out := outgoing[kind][slot]:  # send's sum for one message, written out
                     number, latency, busy, k = out
                     leave = t_free + busy
@@ -232,42 +232,24 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
 
 
 def _sender(schedule: Schedule, index, costs: Costs, arrival: list[float]):
-    """``(send, outgoing)``: how the messages of a step leave when its compute ends.
+    """``(send, outgoing, link_free)``: how the messages of a step leave when its compute
+    ends.
 
-    ``send(step, rank, done)`` times the messages ``step`` sends when its compute ends at
-    ``done``, recording each one's arrival under its part's key in ``arrival``; it returns
-    when ``rank`` is free again (``done``, or after its sends when they do not overlap).
-    ``outgoing[kind][route * num_stages + stage]`` is what a single action's message needs
-    for the same sum written out in the simulator's loop, the path nearly every step takes:
-    ``(link number, latency, serialisation, kind number)``, or None when the action sends
-    nothing or hands over on its own rank. ``outgoing[-1]`` holds, per link number, when
-    that link's last message has left (shared by both paths)."""
+    ``outgoing[kind][route * num_stages + stage]`` is what a part's message needs:
+    ``(link number, latency, serialisation, kind number)``, or None when the part sends
+    nothing or hands over on its own rank. ``link_free[link number]`` is when that link's
+    last message has left. The simulator's loop times a single action's message from the
+    table itself (the path nearly every step takes); ``send(step, done)`` times the messages
+    of an overlapped pair whose compute ends at ``done``, recording each one's arrival under
+    its part's key in ``arrival``, and returns when the rank is free again (``done``, or
+    after its sends when they do not overlap)."""
     if costs.topology is not None:
         costs.topology.check(schedule.num_ranks)
     m, stage_to_rank, route_id = schedule.num_microbatches, schedule.stage_to_rank, index.route_id
     num_stages = schedule.num_stages
     nbytes, contention, overlap = costs.comm_bytes, costs.contention, costs.overlap_send
-    kind_index = {kind: k for k, kind in enumerate(KINDS)}
-    links: dict[tuple[int, int], tuple[int, float, float]] = {}  # (from, to) -> number, figures
-    link_free: list[float] = []  # link number -> when its last message has left
-
-    def link(sender: int, receiver: int) -> tuple[int, float, float]:
-        pair = (sender, receiver)
-        if pair not in links:
-            figures = costs.link(sender, receiver)
-            links[pair] = (len(links), figures.latency, figures.serialisation(nbytes))
-            link_free.append(0.0)
-        return links[pair]
-
-    receivers: dict[tuple[int, int, str], int | None] = {}  # (route, stage, kind) -> rank
-
-    def receiver_of(stage: int, kind: str, microbatch: int) -> int | None:
-        where = (route_id[microbatch], stage, kind)
-        if where not in receivers:
-            target = sends(schedule, stage, kind, microbatch)
-            receivers[where] = None if target is None else stage_to_rank[target[0]]
-        return receivers[where]
-
+    links: dict[tuple[int, int], int] = {}  # (sender, receiver) -> link number
+    link_free: list[float] = []
     representative: dict[int, int] = {}  # route number -> its first micro-batch
     for j, r in enumerate(route_id):
         representative.setdefault(r, j)
@@ -275,36 +257,36 @@ def _sender(schedule: Schedule, index, costs: Costs, arrival: list[float]):
     for r, j in representative.items():
         route = schedule.route(j) if schedule.routes is not None else range(num_stages)
         for stage in route:
-            for kind in KINDS:
-                receiver, sender = receiver_of(stage, kind, j), stage_to_rank[stage]
-                if receiver is not None and receiver != sender:
-                    number, latency, busy = link(sender, receiver)
-                    outgoing[kind][r * num_stages + stage] = (
-                        number,
-                        latency,
-                        busy,
-                        kind_index[kind],
-                    )
+            for k, kind in enumerate(KINDS):
+                target = sends(schedule, stage, kind, j)
+                sender = stage_to_rank[stage]
+                if target is None or stage_to_rank[target[0]] == sender:
+                    continue  # sends nothing, or hands over on its own rank
+                pair = (sender, stage_to_rank[target[0]])
+                if pair not in links:
+                    links[pair] = len(links)
+                    link_free.append(0.0)
+                figures = costs.link(*pair)
+                latency, busy = figures.latency, figures.serialisation(nbytes)
+                outgoing[kind][r * num_stages + stage] = (links[pair], latency, busy, k)
 
-    def send(step, rank: int, done: float) -> float:
+    def send(step, done: float) -> float:
         free = done
-        for part in step.parts:
-            stage, kind, mb = part
-            receiver = receiver_of(stage, kind, mb)
-            if receiver is None or receiver == rank:
-                continue  # sends nothing, or hands over on its own rank
-            number, latency, busy = link(rank, receiver)
+        for stage, kind, mb in step.parts:
+            out = outgoing[kind][route_id[mb] * num_stages + stage]
+            if out is None:
+                continue
+            number, latency, busy, k = out
             leave = (done if overlap else free) + busy
             if contention:
                 leave = max(leave, link_free[number] + busy)
                 link_free[number] = leave
             if not overlap:
                 free = leave
-            arrival[(stage * m + mb) * 4 + kind_index[kind]] = leave + latency
+            arrival[(stage * m + mb) * 4 + k] = leave + latency
         return free
 
-    outgoing[-1] = link_free
-    return send, outgoing
+    return send, outgoing, link_free
 
 
 def _stuck_report(schedule: Schedule, index, position, general_deps) -> str:
