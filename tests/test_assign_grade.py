@@ -13,7 +13,6 @@ from assign_fixtures.fixture_questions import QUESTIONS
 import ppbook.assign.questions
 from ppbook.assign import sandbox
 from ppbook.assign.grade import explain, grade
-from ppbook.assign.kernel import innermost_function
 from ppbook.cli import main
 
 FIXTURES = Path(__file__).resolve().parent / "assign_fixtures"
@@ -92,17 +91,6 @@ def test_every_isolation_that_works_here_grades_the_same(mode):
 )
 def test_an_exception_becomes_one_line(record, line):
     assert explain(record) == line
-
-
-def test_the_innermost_notebook_function_is_found_in_an_ipython_traceback(tmp_path):
-    traceback = [
-        "\x1b[0;31mValueError\x1b[0m Traceback (most recent call last)",
-        "Cell \x1b[0;32mIn[3], line 1\x1b[0m\n----> 1 outer()",
-        "Cell \x1b[0;32mIn[2], line 2\x1b[0m, in \x1b[0;36mouter\x1b[0;34m()\x1b[0m",
-        f"File {tmp_path}/mine.py:4, in \x1b[0;36mhelper\x1b[0;34m(x)\x1b[0m",
-        "File /usr/lib/python3/json/__init__.py:4, in \x1b[0;36mloads\x1b[0;34m(s)\x1b[0m",
-    ]
-    assert innermost_function(traceback, tmp_path) == "helper"
 
 
 def _cli_questions(monkeypatch):

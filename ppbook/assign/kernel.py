@@ -5,17 +5,16 @@ The kernel is ``python -m ipykernel_launcher -f CONNECTION`` behind the sandbox'
 (:func:`ppbook.assign.sandbox.command`), started in a process group of its own, with a clean
 environment whose home and temporary folder lie in the writable scratch folder; it listens
 on 127.0.0.1 only. The grader starts this process itself (no kernelspec, no KernelManager)
-so that it holds the process group to kill and decides the whole environment. Outputs are
+so that it holds the process group to kill and decides the whole environment. Outcomes are
 read from the IOPub channel through sockets that refuse messages over
-:data:`MAX_MESSAGE_BYTES`, and at most :data:`MAX_OUTPUT_CHARS` characters of a cell's output
-are kept, so a submission that prints without end cannot fill the grader's memory.
+:data:`MAX_MESSAGE_BYTES`, and a cell's printed output is not kept, so a submission that
+prints without end cannot fill the grader's memory.
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import re
 import subprocess
 import sys
 import time
@@ -27,12 +26,9 @@ from ppbook.assign.sandbox import Limits, Sandbox, command
 from ppbook.checks import clipped
 
 MAX_MESSAGE_BYTES = 16 * 2**20
-MAX_OUTPUT_CHARS = 64 * 1024
 INTERRUPT_GRACE = 2.0
 """Seconds a cell that ran out of time has to stop after an interrupt before the kernel is
 killed."""
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_FRAME = re.compile(r"^(?:Cell In\s*\[\d+\], line \d+|File (\S+?):\d+), in (\w+)")
 
 
 @dataclass
@@ -41,9 +37,7 @@ class Outcome:
     stopped), "stuck" (did not stop: the kernel was killed) or "died" (the kernel ended)."""
 
     status: str
-    stdout: str = ""
     error: str = ""  # "ExceptionName: message" of an error
-    function: str | None = None  # innermost notebook function in the error's traceback
 
 
 def first_line(source: str) -> str:
@@ -52,19 +46,6 @@ def first_line(source: str) -> str:
         if line.strip():
             return clipped(line.strip(), 60)
     return "(empty cell)"
-
-
-def innermost_function(traceback: list[str], work: Path) -> str | None:
-    """The innermost function of the traceback defined in a notebook cell or in a file of
-    the submission's folder (``work``), or None."""
-    found = None
-    for entry in traceback:
-        for line in _ANSI.sub("", entry).splitlines():
-            match = _FRAME.match(line.strip())
-            if match and (match.group(1) is None or match.group(1).startswith(str(work))):
-                if match.group(2) != "<module>":
-                    found = match.group(2)
-    return found
 
 
 class Kernel:
@@ -172,15 +153,13 @@ class Kernel:
 
     def _wait(self, msg_id: str, deadline: float) -> Outcome | None:
         """The outcome once the kernel is idle again, or None at the deadline."""
-        stdout: list[str] = []
-        kept = 0
-        error, traceback = "", []
+        error = ""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             if not self.alive():
-                return Outcome("died", "".join(stdout))
+                return Outcome("died")
             try:
                 msg = self.client.get_iopub_msg(timeout=min(remaining, 0.5))
             except queue.Empty:
@@ -188,16 +167,10 @@ class Kernel:
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream" and kept < MAX_OUTPUT_CHARS:
-                text = str(content.get("text", ""))[: MAX_OUTPUT_CHARS - kept]
-                stdout.append(text)
-                kept += len(text)
-            elif kind == "error":
+            if kind == "error":
                 error = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
-                traceback = [str(t) for t in content.get("traceback", [])][:200]
             elif kind == "status" and content.get("execution_state") == "idle":
-                function = innermost_function(traceback, self.work) if error else None
-                return Outcome("error" if error else "ok", "".join(stdout), error, function)
+                return Outcome("error" if error else "ok", error)
 
     def close(self) -> None:
         """Kill the kernel's group, every process of the sandbox user and every orphan."""
