@@ -24,12 +24,15 @@ CONVENTION_LABELS = {
 _STYLE = {"fraction": "-", "ratio": "--"}
 
 
-def bubble_curve(convention: str, num_stages: int, microbatches: Sequence[int]) -> list[float]:
-    """The bubble in ``convention`` ("fraction" or "ratio") at each m of ``microbatches``."""
+def bubble_curve(
+    convention: str, num_stages: int, microbatches: Sequence[int], num_chunks: int = 1
+) -> list[float]:
+    """The bubble in ``convention`` ("fraction" or "ratio") at each m of ``microbatches``,
+    with ``num_chunks`` v chunks per rank (interleaved 1F1B when v > 1)."""
     if convention not in CONVENTION_LABELS:
         raise ValueError(f'convention must be "fraction" or "ratio", got {convention!r}')
     func = bubble_fraction if convention == "fraction" else bubble_ratio
-    return [func(num_stages, m) for m in microbatches]
+    return [func(num_stages, m, num_chunks) for m in microbatches]
 
 
 def plot_bubble_vs_microbatches(

@@ -32,10 +32,10 @@ from ppbook.symbolic.symbols import m as m_symbol
 from ppbook.symbolic.symbols import p as p_symbol
 from ppbook.symbolic.symbols import v as v_symbol
 from ppbook.timeline import Timeline
-from ppbook.views.bubble import CONVENTION_LABELS
+from ppbook.views.bubble import CONVENTION_LABELS, bubble_curve
 from ppbook.views.colors import IDLE_COLOR, KIND_COLORS
 from ppbook.views.figure import column_figure, text_size
-from ppbook.widgets.explorer import Explorer
+from ppbook.widgets.explorer import Explorer, fit_slider
 from ppbook.widgets.layout import TEXT, picture, readout, show_figure
 
 TIMELINE_COSTS = Costs(F=1.0, B=2.0)
@@ -158,14 +158,9 @@ class BubbleExplorer(Explorer):
     def _fit_microbatches(self) -> None:
         """With v > 1 let the m slider offer the multiples of p only (Megatron-LM's rule)."""
         p, v = self.stages_slider.value, self.chunks_slider.value
-        slider = self.microbatches_slider
-        low = step = p if v > 1 else 1
-        high = max(low, self.max_microbatches // step * step)
-        value = min(high, max(low, -(-slider.value // step) * step))
+        step = p if v > 1 else 1
         with self._held():
-            slider.min, slider.max = min(slider.min, low), max(slider.max, high)
-            slider.step, slider.value = step, value
-            slider.min, slider.max = low, high
+            fit_slider(self.microbatches_slider, step, step, self.max_microbatches)
 
     def refresh(self) -> None:
         """Recompute f, r and the m the target needs for the sliders' p, m, v and b;
@@ -179,8 +174,7 @@ class BubbleExplorer(Explorer):
         step = p if v > 1 else 1
         counts = list(range(step, self.max_microbatches + 1, step))
         for convention, value in (("fraction", f), ("ratio", r)):
-            curve = bubble_fraction if convention == "fraction" else bubble_ratio
-            self.curves[convention].set_data(counts, [curve(p, mm, v) for mm in counts])
+            self.curves[convention].set_data(counts, bubble_curve(convention, p, counts, v))
             label = CONVENTION_LABELS[convention]
             self.curves[convention].set_label(label.replace("m", "vm") if v > 1 else label)
             self.markers[convention].set_data([m], [value])

@@ -95,3 +95,15 @@ class Explorer(widgets.VBox):
         with self._held():
             self._changed(change)
         self.refresh()
+
+
+def fit_slider(slider: widgets.IntSlider, low: int, step: int, top: int) -> None:
+    """Make ``slider`` offer low, low + step, ... up to ``top`` (just ``low`` when ``top``
+    is below it); move its value up to the nearest one offered (down when none is above)."""
+    high = max(low, low + (top - low) // step * step)
+    value = min(high, max(low, slider.value))
+    value = low + -(-(value - low) // step) * step  # up to the next value offered
+    value = value if value <= high else value - step
+    slider.min, slider.max = min(slider.min, low), max(slider.max, high)  # never min > max
+    slider.step, slider.value = step, value
+    slider.min, slider.max = low, high

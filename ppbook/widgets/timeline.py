@@ -46,7 +46,7 @@ from ppbook.widgets.compare import (
     simulate_state,
     stage_steps,
 )
-from ppbook.widgets.explorer import Explorer
+from ppbook.widgets.explorer import Explorer, fit_slider
 from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
 
 HEIGHT = 4.2  # inches; the width is the notebook column's (ppbook.views.figure)
@@ -206,9 +206,9 @@ class ScheduleExplorer(Explorer):
         nearest value it takes (down when none is left above)."""
         name = self.controls["schedule"].value
         with self._held():
-            _fit(self.controls["num_stages"], *stage_steps(name), MAX_STAGES)
-            p = self.controls["num_stages"].value
-            _fit(self.controls["num_microbatches"], *microbatch_steps(name, p), MAX_MICROBATCHES)
+            stages, microbatches = self.controls["num_stages"], self.controls["num_microbatches"]
+            fit_slider(stages, *stage_steps(name), MAX_STAGES)
+            fit_slider(microbatches, *microbatch_steps(name, stages.value), MAX_MICROBATCHES)
 
     def _sync_chunks(self) -> None:
         """Enable v only for schedules that take chunks; show the v others run."""
@@ -223,17 +223,6 @@ class ScheduleExplorer(Explorer):
             self._chosen_chunks = change["new"]
         if change["owner"] in (self.controls["schedule"], self.controls["num_stages"]):
             self._fit_sliders()
-
-
-def _fit(slider: widgets.IntSlider, low: int, step: int, top: int) -> None:
-    """Make ``slider`` offer low, low + step, ... up to ``top``; keep its value on them."""
-    high = low + (top - low) // step * step
-    value = min(high, max(low, slider.value))
-    value = low + -(-(value - low) // step) * step  # up to the next value offered
-    value = value if value <= high else value - step
-    slider.min, slider.max = min(slider.min, low), max(slider.max, high)  # never min > max
-    slider.step, slider.value = step, value
-    slider.min, slider.max = low, high
 
 
 def _hint(state: dict) -> str:
