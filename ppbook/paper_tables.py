@@ -32,7 +32,6 @@ from ppbook.checks import as_count, as_quantity
 from ppbook.costs import Costs
 from ppbook.schedules import build
 from ppbook.simulate import simulate
-from ppbook.symbolic.activations import activation_formulas
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 """Where the tables are: the ``data/`` folder next to the package in a clone."""
@@ -96,6 +95,8 @@ class PaperModel:
         4sbh) and the gradients of their outputs (3sbh, sbh, 4sbh, sbh), 2 bytes each. The
         micro-batch size b cancels: w = 32h / (34h + 5as).
         """
+        from ppbook.symbolic.activations import activation_formulas  # sympy: only when used
+
         s, h, a = self.seq_len, self.hidden, self.heads
         held = activation_formulas()["layer_activation_bytes"](s=s, b=1, h=h, a=a)  # M_B
         return 32 * s * h / held
