@@ -64,9 +64,8 @@ def main() -> None:
         )
         c = best.config
         print(
-            f"  best: tp {c.tp}, pp {c.pp}, dp {c.dp}, {c.schedule}"
-            + (f" v = {c.v}" if c.v else "")
-            + f", b = {c.microbatch_size}, m = {c.num_microbatches}, recompute "
+            f"  best: tp {c.tp}, pp {c.pp}, dp {c.dp}, {c.schedule_name}"
+            f", b = {c.microbatch_size}, m = {c.num_microbatches}, recompute "
             f"{c.recompute}: step {best.step_time_s:.2f} s, bubble f {best.bubble_fraction:.3f},"
             f" {best.memory_bytes / 1e9:.1f} GB on the fullest GPU"
         )

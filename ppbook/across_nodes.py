@@ -40,10 +40,10 @@ from ppbook.memory import ModelShape, Parallel
 from ppbook.schedule import Schedule
 from ppbook.schedules import one_f_one_b
 from ppbook.simulate import simulate
-from ppbook.sizing_costs import ring_allreduce_s
+from ppbook.sizing_costs import TP_ALLREDUCES, allreduce_bytes_per_device, ring_allreduce_s
 from ppbook.timeline import Timeline
 
-ALL_REDUCES_PER_LAYER_PER_PASS = 2
+ALL_REDUCES_PER_LAYER_PER_PASS = TP_ALLREDUCES["none"][0]
 """Tensor parallelism's all-reduces of b s h per layer in each pass (attention, MLP)."""
 
 
@@ -63,13 +63,6 @@ def messages_across_nodes(schedule: Schedule, topology: Topology) -> int:
                 if sent is not None:
                     count += topology.node(rank) != topology.node(schedule.stage_to_rank[sent[0]])
     return count
-
-
-def allreduce_bytes_per_device(nbytes: float, num_devices: int) -> float:
-    """Bytes each device sends in a ring all-reduce of ``nbytes``: 2 (t-1)/t n."""
-    t = as_count(num_devices, "num_devices", "allreduce_bytes_per_device")
-    n = as_quantity(nbytes, "nbytes", "allreduce_bytes_per_device")
-    return 2 * (t - 1) / t * n
 
 
 def tensor_bytes_per_layer(shape: ModelShape, microbatch_size: int, tp: int) -> float:

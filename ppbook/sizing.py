@@ -34,8 +34,9 @@ from bisect import insort
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache, partial, wraps
+from typing import NamedTuple
 
-from ppbook.checks import as_count
+from ppbook.checks import as_count, shown
 from ppbook.costs import Costs
 from ppbook.flops import stage_values
 from ppbook.links import Link, Topology, boundary_bytes
@@ -50,9 +51,12 @@ from ppbook.memory import (
     rank_parameters,
     static_bytes,
 )
+from ppbook.schedule import Schedule
+from ppbook.schedules import SCHEDULES
 from ppbook.sizing_costs import (
     TP_ALLREDUCES,
     Hardware,
+    check_rule,
     dp_allreduce_s,
     held_frontier,
     peak_bytes,
@@ -125,6 +129,11 @@ def size(
     b_given = None if microbatch_size is None else as_count(microbatch_size, "microbatch_size")
     top = None if top is None else as_count(top, "top", "size")
     Parallel(sp=sequence_parallel, zero=zero)  # checks both
+    unknown = [name for name in schedules if name not in SCHEDULES]
+    if unknown or not schedules:
+        raise ValueError(
+            f"size needs schedules named in ppbook.schedules.SCHEDULES, got {shown(schedules)}"
+        )
     search = _Search(shape, hardware, batch, sequence_parallel, zero)
     modes = RECOMPUTE if recompute is None else (recompute,)
     n = hardware.num_gpus
@@ -218,7 +227,7 @@ class _Search:
                 where,
             )
         else:
-            counts = _structure(self.shape, c.schedule, c.pp, c.v, c.tp)[2]
+            counts = _structure(self.shape, c.schedule, c.pp, c.v, c.tp).counts
             parallel = Parallel(tp=c.tp, dp=c.dp, zero=self.zero)
             static = [sum(static_bytes(n, parallel).values()) for n in counts]
             rank = max(range(len(static)), key=static.__getitem__)
@@ -239,7 +248,7 @@ class _Search:
     def follows_rule(self, c: Config) -> bool:
         """Whether the schedule can be built for ``c``'s p, m and v (its own rule)."""
         try:
-            held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
+            check_rule(c.schedule, c.pp, c.num_microbatches, c.v)
         except ValueError as exc:  # m >= 2p - 1 for ZB-H2, m a multiple of p interleaved...
             self.reject(f"{c.schedule}'s rule", str(exc), _where(c).rsplit(", recompute", 1)[0])
             return False
@@ -260,7 +269,7 @@ class _Search:
             )
             return
         values = _stage_values(self.shape, self.hardware, c, parallel)
-        option = Option(c, worst.total, worst.rank, worst)
+        option = Option(c, worst)
         bound = _lower_bound(option, values, self.shape, self.hardware)
         self.pending.append((bound, option, partial(_costs, self.shape, self.hardware, c, values)))
 
@@ -271,7 +280,7 @@ def _fullest(shape: ModelShape, c: Config, sp: bool, zero: int) -> MemoryBreakdo
     only, so a search that changes the GPUs' speed or links (the calculator's sliders)
     finds it again here."""
     parallel = parallel_of(c, sp, zero)
-    layers, parts, counts, _, _, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    _, layers, parts, counts = _structure(shape, c.schedule, c.pp, c.v, c.tp)
     per_part = part_activation_bytes(shape, parallel, layers)
     frontier = held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
     held = peak_bytes(frontier, [per_part[k] for k in parts])
@@ -313,7 +322,7 @@ def _variants(schedules, p: int):
         yield "1f1b", None
         return
     for name in schedules:
-        for v in CHUNKS if name == "interleaved-1f1b" else (None,):
+        for v in CHUNKS if SCHEDULES[name].chunks == "any" else (None,):
             yield name, v
 
 
@@ -324,24 +333,32 @@ def _where(c: Config) -> str:
     )
 
 
+class _Layout(NamedTuple):
+    """A schedule's structure (:func:`structure_of`) laid over a model: layers per model
+    part, each stage's part, and each rank's parameters (one tensor-parallel share)."""
+
+    schedule: Schedule
+    layers: list[int]
+    parts: list[int]
+    counts: list[int]
+
+
 @lru_cache(maxsize=1024)
-def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int):
-    """Layers per model part, each stage's part, each rank's parameters, stage -> rank, the
-    chunk share and the route: the same for every m (:func:`structure_of`)."""
+def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int) -> _Layout:
+    """The same for every m: found on the schedule's structure, without its actions."""
     schedule = structure_of(name, pp, v)
     layers = parts_of(schedule, shape, None)
     parts = [schedule.model_part(s) for s in range(schedule.num_stages)]
-    counts = rank_parameters(schedule, shape, tp, layers)
-    return layers, parts, counts, schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
+    return _Layout(schedule, layers, parts, rank_parameters(schedule, shape, tp, layers))
 
 
 def _stage_values(shape, hardware, c: Config, parallel) -> dict[str, list[float]]:
     """Per stage F, I, W, B in seconds (one device's share, as in ``Costs``) and activation
     bytes: compute from :func:`ppbook.flops.stage_values`, plus the tensor-parallel
     all-reduces (:mod:`ppbook.sizing_costs`)."""
-    layers, parts, _, _, share, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
-    schedule = structure_of(c.schedule, c.pp, c.v)  # the values need no actions
+    schedule, layers, parts, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
     values = stage_values(schedule, shape, parallel, hardware.flops_per_second, layers)
+    share = schedule.chunk_share
     if c.tp > 1:
         one = tp_allreduce_s(shape, parallel, hardware)
         forward, backward = TP_ALLREDUCES[c.recompute]
@@ -374,7 +391,8 @@ def _lower_bound(option: Option, values, shape: ModelShape, hardware: Hardware) 
     the option's stage values (``_stage_values``, one device's share: a chunk pass takes
     the value times the chunk share)."""
     c = option.config
-    _, _, _, stage_to_rank, share, route = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    schedule = _structure(shape, c.schedule, c.pp, c.v, c.tp).schedule
+    stage_to_rank, share, route = schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
     per_stage = {key: [x * share for x in values[key]] for key in ("F", "B")}
     before = {}
     ahead = 0.0

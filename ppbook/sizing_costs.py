@@ -42,6 +42,7 @@ from functools import lru_cache
 
 from ppbook.checks import as_count, as_quantity
 from ppbook.costs import Costs
+from ppbook.links import boundary_bytes
 from ppbook.memory import ModelShape, Parallel
 from ppbook.schedule import Schedule
 from ppbook.schedules import build
@@ -111,14 +112,24 @@ class Hardware:
         return self.tflops * 1e12 * self.utilisation
 
 
+def allreduce_bytes_per_device(nbytes: float, num_devices: int) -> float:
+    """Bytes each device sends in a ring all-reduce of ``nbytes``: 2 (t-1)/t n."""
+    t = as_count(num_devices, "num_devices", "allreduce_bytes_per_device")
+    n = as_quantity(nbytes, "nbytes", "allreduce_bytes_per_device")
+    return 2 * (t - 1) / t * n
+
+
 def ring_allreduce_s(nbytes: float, ranks: int, gb_per_s: float) -> float:
-    """Seconds of a ring all-reduce of ``nbytes`` over ``ranks``: 2 (n-1)/n bytes / bandwidth."""
-    return 2 * (ranks - 1) / ranks * nbytes / (gb_per_s * 1e9) if ranks > 1 else 0.0
+    """Seconds of a ring all-reduce of ``nbytes`` over ``ranks``: what each device sends
+    (:func:`allreduce_bytes_per_device`) over the link's bandwidth."""
+    return allreduce_bytes_per_device(nbytes, ranks) / (gb_per_s * 1e9)
 
 
 def tp_allreduce_s(shape: ModelShape, parallel: Parallel, hardware: Hardware) -> float:
     """One tensor-parallel all-reduce of a layer's (b, s, h) output, in seconds."""
-    nbytes = parallel.microbatch_size * shape.seq_len * shape.hidden * shape.bytes_per_element
+    nbytes = boundary_bytes(
+        parallel.microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element
+    )
     return ring_allreduce_s(nbytes, parallel.tp, hardware.intra_node_gbps)
 
 
@@ -135,8 +146,9 @@ def dp_allreduce_s(parameters: int, dp: int, hardware: Hardware) -> float:
 
 
 def route_length(name: str, pp: int, v: int | None) -> int:
-    """Model parts on a micro-batch's route: p v interleaved, 2p for the V shapes, else p."""
-    if name in ("zb-v", "dualpipev", "dualpipe"):
+    """Model parts on a micro-batch's route, without building the schedule: p v for the
+    schedules that take v, 2p for the V shapes, else p."""
+    if name in ("zb-v", "dualpipev"):
         return 2 * pp
     return pp * (v or 1)
 

@@ -44,14 +44,22 @@ class Option:
     simulated plus ``allreduce_s``) and the pipeline's bubble fraction f = idle / total."""
 
     config: Config
-    memory_bytes: float
-    memory_rank: int
     breakdown: MemoryBreakdown
     step_time_s: float | None = None
     pipeline_s: float | None = None
     allreduce_s: float | None = None
     bubble_fraction: float | None = None
     costs: Costs | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def memory_bytes(self) -> float:
+        """The fullest GPU's bytes (its breakdown's total)."""
+        return self.breakdown.total
+
+    @property
+    def memory_rank(self) -> int:
+        """The pipeline rank of the fullest GPU."""
+        return self.breakdown.rank
 
     def as_dict(self) -> dict:
         return {

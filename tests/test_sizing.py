@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ppbook.cli import main
 from ppbook.links import nominal_links
 from ppbook.memory import ModelShape, peak_memory, total_parameters
-from ppbook.schedules import build
+from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import simulate
 from ppbook.sizing import CHUNKS, SIZING_SCHEDULES, _lower_bound, size
 from ppbook.sizing_costs import (
@@ -23,6 +23,7 @@ from ppbook.sizing_costs import (
     _undominated,
     check_rule,
     held_frontier,
+    route_length,
     schedule_of,
 )
 from ppbook.sizing_result import parallel_of
@@ -374,3 +375,16 @@ def test_the_frontier_keeps_exactly_the_snapshots_no_other_one_covers(snapshots)
     }
     kept = _undominated(snapshots)
     assert len(kept) == len(set(kept)) and set(kept) == snapshots - covered
+
+
+def test_schedules_outside_ppbook_s_list_are_refused():
+    with pytest.raises(ValueError, match=r"size needs schedules named in .*got \('1f1b', 'zb-9'\)"):
+        size(SMALL, 64, Hardware(8, gpus_per_node=4), schedules=("1f1b", "zb-9"))
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_route_length_without_building_is_the_built_schedule_s_route(name):
+    for p in (2, 4):
+        for v in CHUNKS if SCHEDULES[name].chunks == "any" else (None,):
+            built = build(name, p, 2 * p, v)
+            assert route_length(name, p, v) == len(built.route(0)), (p, v)

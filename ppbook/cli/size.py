@@ -199,7 +199,7 @@ def report(result: SizingResult) -> str:
                 f"{len(result.ranked)} (their lower bound is slower)"
             )
         lines += ["", *breakdown(result)]
-    rejected = sum(n for _, n, _ in result.groups())
+    rejected = len(result.rejected)
     lines += ["", f"rejected ({rejected}), by reason (an example of each):"]
     for kind, n, example in result.groups():
         lines.append(f"  {kind}: {n}, e.g. {example.where}: {example.reason}")
