@@ -37,14 +37,14 @@ from functools import partial
 
 from ppbook.costs import Costs
 from ppbook.schedule import Action, Schedule
-from ppbook.schedules.auto_rounds import ADAPTIVE, Rounds, most_waiting
+from ppbook.schedules.auto_rounds import ADAPTIVE, Rounds, exact_share, most_waiting
 from ppbook.schedules.rules import check_counts, check_int
 
 _as_action = partial(tuple.__new__, Action)  # (stage, kind, microbatch) -> Action, fast
 _TOLERANCE = 1e-9  # relative: sums of the same costs in another order differ in the last bits
 
 
-def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float, kept: float):
+def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float, share: tuple[int, int]):
     """(name, warm-up, W delay) of ZB-H1, ZB-H2 (m >= 2p-1), and the same shape with the
     warm-up of 1F1B, of ZB-H2, and of the forwards that fill the wait for the first
     gradient under these costs, each W postponed as far as the limit allows; and ZB-H2
@@ -62,13 +62,13 @@ def _hand_written(p: int, m: int, limit: int, cost: dict, comm: float, kept: flo
         fill.append(int(wait // cost["F"][r]) if cost["F"][r] else m)
     for warmup in ([p - 1 - r for r in range(p)], [2 * (p - 1 - r) for r in range(p)], fill):
         warm = _falling(warmup, limit, m)
-        yield "family", warm, [_latest(limit, w, kept, m) for w in warm]
+        yield "family", warm, [_latest(limit, w, share, m) for w in warm]
     lead = [0.0]  # lead[r]: sum over q < r of F_q + I_q + 2c
     for r in range(p - 1):
         lead.append(lead[-1] + cost["F"][r] + cost["I"][r] + 2 * comm)
     for warmup in ([2 * (p - 1 - r) + (r < p - 4) for r in range(p)], fill):
         warm = _falling(warmup, limit, m)
-        latest = [_latest(limit, w, kept, m) for w in warm]
+        latest = [_latest(limit, w, share, m) for w in warm]
         for slack in (1.0, 1.1, 1.2):
             delay = [
                 min(latest[r], round(slack * lead[r] / cost["W"][r])) if cost["W"][r] else latest[r]
@@ -85,15 +85,15 @@ def _falling(warmup: list[int], limit: int, m: int) -> list[int]:
     return warm
 
 
-def _latest(limit: int, warm: int, kept: float, m: int) -> int:
+def _latest(limit: int, warm: int, share: tuple[int, int], m: int) -> int:
     """The most W passes a rank with ``warm`` warm-up forwards may keep waiting: each of
-    them holds ``kept`` of an activation, beside the warm + 1 held whole."""
+    them holds w = n / d (``share``) of an activation, beside the warm + 1 held whole."""
     if warm + 1 > limit:
         return -1  # not even the warm-up fits
-    return most_waiting(limit - 1 - warm, kept, m)
+    return most_waiting(limit - 1 - warm, share, m)
 
 
-def _search(p, m, limit, cost, comm, kept, start, goal) -> Rounds | None:
+def _search(p, m, limit, cost, comm, share, start, goal) -> Rounds | None:
     """Hill-climb the hand-written family from ``start`` (warm-up, delay), one rank's w_r or
     d_r by one at a time, to a schedule within the limit and no slower than ``goal`` (span,
     makespan) on both; None if none is found within a budget of some 400,000 placed passes.
@@ -107,16 +107,16 @@ def _search(p, m, limit, cost, comm, kept, start, goal) -> Rounds | None:
 
     budget = max(8, 400_000 // (3 * p * m))
     warm, delay = list(start[0]), list(start[1])
-    current = Rounds(p, m, limit, cost, comm, kept, fixed=(warm, delay)).build()
+    current = Rounds(p, m, limit, cost, comm, share, fixed=(warm, delay)).build()
     worst = excess(current)
     while budget > 0 and not _no_slower(current.measures(), goal):
         for r, which, step in ((r, k, s) for r in range(p) for k in (1, 0) for s in (1, -1)):
             trial = [list(warm), list(delay)]
             trial[which][r] += step
-            if trial[which][r] < 0 or trial[1][r] > _latest(limit, trial[0][r], kept, m):
+            if trial[which][r] < 0 or trial[1][r] > _latest(limit, trial[0][r], share, m):
                 continue
             budget -= 1
-            rounds = Rounds(p, m, limit, cost, comm, kept, fixed=trial).build()
+            rounds = Rounds(p, m, limit, cost, comm, share, fixed=trial).build()
             if not rounds.over and excess(rounds) < worst:
                 (warm, delay), current, worst = trial, rounds, excess(rounds)
                 break
@@ -172,17 +172,17 @@ def zb_auto(
     3m: the Zero Bubble paper's bubble rate 0 (ZB-H2's parallelogram).
     """
     p, m, costs, limit = _arguments("zb-auto", num_stages, num_microbatches, costs, memory_limit)
-    cost, comm, kept = costs.per_stage(p), costs.transfer, costs.w_memory
+    cost, comm, share = costs.per_stage(p), costs.transfer, exact_share(costs.w_memory)
     candidates, references, starts = [], [], []
     for adaptive in ADAPTIVE:
-        candidates.append(Rounds(p, m, limit, cost, comm, kept, adaptive=adaptive).build())
+        candidates.append(Rounds(p, m, limit, cost, comm, share, adaptive=adaptive).build())
     tried = set()
-    for name, warmup, delay in _hand_written(p, m, limit, cost, comm, kept):
+    for name, warmup, delay in _hand_written(p, m, limit, cost, comm, share):
         key = (tuple(min(w, m - 1) for w in warmup), tuple(min(d, m) for d in delay))
         if key in tried:  # the same order as a member built before
             continue
         tried.add(key)
-        rounds = Rounds(p, m, limit, cost, comm, kept, fixed=(warmup, delay)).build()
+        rounds = Rounds(p, m, limit, cost, comm, share, fixed=(warmup, delay)).build()
         if not rounds.over:
             candidates.append(rounds)
             if name != "family":
@@ -192,7 +192,7 @@ def zb_auto(
     goal = tuple(min((r[k] for r in references), default=float("inf")) for k in (0, 1))
     fair = [c for c in candidates if _no_slower(c.measures(), goal)]
     for start in starts if not fair else ():
-        found = _search(p, m, limit, cost, comm, kept, start, goal)
+        found = _search(p, m, limit, cost, comm, share, start, goal)
         if found:
             fair.append(found)
             break
@@ -235,14 +235,14 @@ def zb_span_lower_bound(
     p, m, costs, limit = _arguments(
         "zb_span_lower_bound", num_stages, num_microbatches, costs, memory_limit
     )
-    cost, c, kept = costs.per_stage(p), costs.transfer, costs.w_memory
+    cost, c, share = costs.per_stage(p), costs.transfer, exact_share(costs.w_memory)
     F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
     work = [m * (F[r] + I[r] + W[r]) for r in range(p)]
     bound, trip = max(work), F[p - 1]  # trip: from rank r's first F to its first I
     for r in range(p - 2, -1, -1):
         trip += F[r] + I[r + 1] + 2 * c
         bound = max(bound, work[r] + trip - min(limit, m) * F[r])
-    waiting = most_waiting(limit, kept, m)
+    waiting = most_waiting(limit, share, m)
     for s in range(1, p):
         tail = m * (F[s] + I[s]) + (m - waiting) * W[s]
         path = 0.0  # sum over q = r .. s-1 of F_q + I_q + 2c

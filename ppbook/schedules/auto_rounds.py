@@ -16,9 +16,9 @@ ZB-H2 (given warm-ups and W delays):
 - cool-down: the weight passes left over run at the end.
 
 Memory is counted as :class:`~ppbook.timeline.Timeline` counts it: an activation whole
-from its F to its I, then the share ``kept`` (``Costs.w_memory``) until its W;
-:meth:`Rounds.fits` decides the limit exactly, in integers (w as the fraction n / d that
-the float is).
+from its F to its I, then the share w (``Costs.w_memory``) until its W; ``share`` is w as the
+fraction (n, d) that the float is (:func:`exact_share`, computed once per schedule), so
+that :meth:`Rounds.fits` and :func:`most_waiting` decide the limit exactly, in integers.
 """
 
 from __future__ import annotations
@@ -32,13 +32,12 @@ class Rounds:
     forwards and keeping ``delay[r]`` weight passes postponed. Per rank: ``nf``, ``ni``,
     ``nw`` passes of each kind placed, ``free`` the end of its last pass, ``idle`` its wait
     since its first forward; ``over`` whether some rank ever held more than the limit
-    (whole activations until I, the share ``kept`` until W); ``f_end[r * m + j]`` and
+    (whole activations until I, the share w = n / d until W); ``f_end[r * m + j]`` and
     ``i_end[r * m + j]`` the end of F and I of micro-batch j on rank r.
     """
 
-    def __init__(self, p, m, limit, cost, comm, kept, adaptive=None, fixed=None):
-        self.p, self.m, self.limit, self.comm, self.kept = p, m, limit, comm, kept
-        self.share = float(kept).as_integer_ratio()  # kept = n / d exactly
+    def __init__(self, p, m, limit, cost, comm, share, adaptive=None, fixed=None):
+        self.p, self.m, self.limit, self.comm, self.share = p, m, limit, comm, share
         self.adaptive, self.fixed = adaptive, fixed
         self.F, self.I, self.W = cost["F"], cost["I"], cost["W"]
         self.nf, self.ni, self.nw, self.over = [0] * p, [0] * p, [0] * p, False
@@ -168,9 +167,16 @@ ADAPTIVE = [(a, b, cap) for cap in (None, 2) for a in (True, False) for b in (Tr
 the first I, let a W overrun a short wait, cap the warm-up at 2(p-1-r) extra forwards)."""
 
 
-def most_waiting(room: int, kept: float, m: int) -> int:
-    """How many of m weight passes, each holding ``kept``, fit in ``room`` activations."""
-    n, d = float(kept).as_integer_ratio()
+def exact_share(kept: float) -> tuple[int, int]:
+    """The share w = ``kept`` of an activation a waiting W holds, as the fraction (n, d)
+    that the float is exactly."""
+    return float(kept).as_integer_ratio()
+
+
+def most_waiting(room: int, share: tuple[int, int], m: int) -> int:
+    """How many of m weight passes, each holding w = n / d (``share``), fit in ``room``
+    activations."""
+    n, d = share
     if n * m <= room * d:
         return m
     return room * d // n
