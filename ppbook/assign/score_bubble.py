@@ -16,10 +16,10 @@ import sympy as sp
 from ppbook import symbolic
 from ppbook.assign.expressions import SYMBOLS, from_tree, same
 from ppbook.costs import Costs
-from ppbook.schedules import interleaved_1f1b, one_f_one_b
+from ppbook.schedules import interleaved_1f1b
 from ppbook.simulate import simulate
 
-p, m, v, t_f, t_b, c = (SYMBOLS[name] for name in ("p", "m", "v", "t_f", "t_b", "c"))
+p, v, c = (SYMBOLS[name] for name in ("p", "v", "c"))
 
 BUBBLE_CASES = ((4, 8, 2, 1, 2), (8, 16, 4, 1, 2), (2, 6, 3, 2, 3))
 """(p, m, v, F, B) at which a wrong bubble is compared with the simulator."""
@@ -50,8 +50,7 @@ MAX_CHUNKS = 8
 
 
 def _timeline(p_: int, m_: int, v_: int, F: float, B: float, comm: float = 0.0):
-    schedule = one_f_one_b(p_, m_) if v_ == 1 else interleaved_1f1b(p_, m_, v_)
-    return simulate(schedule, Costs(F=F, B=B, comm=comm))
+    return simulate(interleaved_1f1b(p_, m_, v_), Costs(F=F, B=B, comm=comm))
 
 
 def _value(expr: sp.Expr, **values) -> float | None:
@@ -60,18 +59,10 @@ def _value(expr: sp.Expr, **values) -> float | None:
     return float(got) if got.is_Number and got.is_finite else None
 
 
-def _expression(data: object, what: str) -> sp.Expr:
-    expr = from_tree(data)  # ValueError: what is wrong with it
-    extra = expr.free_symbols - {p, m, v, t_f, t_b, c}
-    if extra:
-        raise ValueError(f"{what} uses {', '.join(map(str, extra))}")
-    return expr
-
-
 def score_bubble(data: object) -> tuple[float, str]:
     """1.1: the idle time of one device, (p-1)(t_f+t_b)/v."""
     try:
-        expr = _expression(data, "interleaved_bubble()")
+        expr = from_tree(data)  # ValueError: what is wrong with it
     except ValueError as error:
         return 0.0, f"interleaved_bubble(): {error}"
     if same(expr, symbolic.interleaved_bubble()):
@@ -99,7 +90,7 @@ def score_bubble(data: object) -> tuple[float, str]:
 def score_fraction(data: object) -> tuple[float, str]:
     """1.2: the bubble fraction f = idle / total = (p-1)/(vm + p - 1)."""
     try:
-        expr = _expression(data, "interleaved_bubble_fraction()")
+        expr = from_tree(data)  # ValueError: what is wrong with it
     except ValueError as error:
         return 0.0, f"interleaved_bubble_fraction(): {error}"
     if same(expr, symbolic.interleaved_bubble_fraction()):
@@ -114,24 +105,40 @@ def score_fraction(data: object) -> tuple[float, str]:
     )
 
 
+def _first_difference(expr, cases, measure) -> tuple[str, float | None, float] | None:
+    """The first case of ``cases`` ((p, m, v, F, B), or with c) at which ``expr`` parts from
+    ``measure(timeline, m, F, B)`` of the simulator: (where, expr's value or None when it is
+    no finite number, the simulator's); None when they agree at every case."""
+    for case in cases:
+        p_, m_, v_, F, B = case[:5]
+        at = {"p": p_, "m": m_, "v": v_, "t_f": F, "t_b": B}
+        where = f"at p = {p_}, m = {m_}, v = {v_}, t_f = {F:g}, t_b = {B:g}"
+        if len(case) > 5:
+            at["c"] = case[5]
+            where += f", c = {case[5]:g}"
+        truth = measure(_timeline(*case), m_, F, B)
+        got = _value(expr, **at)
+        if got is None or abs(got - truth) > 1e-9 * max(1.0, abs(truth)):
+            return where, got, truth
+    return None
+
+
 def _against_simulator(expr, yours: str, measure, what: str) -> str:
     """Where ``expr`` first parts from the simulator over :data:`BUBBLE_CASES`."""
-    for p_, m_, v_, F, B in BUBBLE_CASES:
-        truth = measure(_timeline(p_, m_, v_, F, B), m_, F, B)
-        got = _value(expr, p=p_, m=m_, v=v_, t_f=F, t_b=B)
-        where = f"at p = {p_}, m = {m_}, v = {v_}, t_f = {F:g}, t_b = {B:g}"
-        if got is None:
-            return f"{where} {yours} is no finite number"
-        if abs(got - truth) > 1e-9 * max(1.0, abs(truth)):
-            return f"{where} {yours} is {got:.6g}; the simulator's {what} is {truth:.6g}"
-    return f"{yours} agrees with the simulator at a few cases but is not the general form"
+    found = _first_difference(expr, BUBBLE_CASES, measure)
+    if found is None:
+        return f"{yours} agrees with the simulator at a few cases but is not the general form"
+    where, got, truth = found
+    if got is None:
+        return f"{where} {yours} is no finite number"
+    return f"{where} {yours} is {got:.6g}; the simulator's {what} is {truth:.6g}"
 
 
 def score_transfer(data: object) -> tuple[float, str]:
     """1.3: the makespan with a transfer c per message, m(t_f+t_b) + (p-1)(t_f+t_b)/v +
     2(pv-1)c, against the simulator on :data:`TRANSFER_CASES`."""
     try:
-        expr = _expression(data, "interleaved_makespan_with_transfer()")
+        expr = from_tree(data)  # ValueError: what is wrong with it
     except ValueError as error:
         return 0.0, f"interleaved_makespan_with_transfer(): {error}"
     if c not in expr.free_symbols:
@@ -139,19 +146,16 @@ def score_transfer(data: object) -> tuple[float, str]:
             "your makespan has no c: each micro-batch crosses a rank boundary at every one of "
             "its p*v - 1 chunk boundaries, going forward and coming back"
         )
-    for p_, m_, v_, F, B, comm in TRANSFER_CASES:
-        truth = _timeline(p_, m_, v_, F, B, comm).makespan
-        got = _value(expr, p=p_, m=m_, v=v_, t_f=F, t_b=B, c=comm)
-        where = f"at p = {p_}, m = {m_}, v = {v_}, t_f = {F:g}, t_b = {B:g}, c = {comm:g}"
-        if got is None:
-            return 0.0, f"{where} your makespan is no number"
-        if abs(got - truth) > 1e-9 * truth:
-            slip = _transfer_slip(expr)
-            return 0.0, (
-                f"{where} your makespan is {got:.6g}, the simulator's {truth:.6g} "
-                f"(time units){slip}"
-            )
-    return 1.0, f"right: {expr} is the simulator's makespan in every case"
+    found = _first_difference(expr, TRANSFER_CASES, lambda t, mm, F, B: t.makespan)
+    if found is None:
+        return 1.0, f"right: {expr} is the simulator's makespan in every case"
+    where, got, truth = found
+    if got is None:
+        return 0.0, f"{where} your makespan is no number"
+    return 0.0, (
+        f"{where} your makespan is {got:.6g}, the simulator's {truth:.6g} "
+        f"(time units){_transfer_slip(expr)}"
+    )
 
 
 def _transfer_slip(expr: sp.Expr) -> str:
