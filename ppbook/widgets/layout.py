@@ -18,6 +18,7 @@ Measured in JupyterLab 4 in Chromium, a notebook's output area is about 590 px w
 from __future__ import annotations
 
 import ipywidgets as widgets
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ppbook.views.figure import display_size, png_bytes
@@ -70,6 +71,14 @@ def show_figure(image: widgets.Image, figure: Figure) -> None:
     compressed fast: a slider's round trip is spent drawing) and show it."""
     image.value = png_bytes(figure, compress_level=1)
     image.layout.visibility = "visible"
+
+
+def clear_axes(*axes: Axes) -> None:
+    """Drop the last drawing (collections, texts, lines, artists) but keep each axes, its
+    limits, labels and ticks: redrawing into it costs less than a new one."""
+    for ax in axes:
+        for artist in [*ax.collections, *ax.texts, *ax.lines, *ax.artists]:
+            artist.remove()
 
 
 def hide_picture(image: widgets.Image) -> None:

@@ -30,7 +30,7 @@ from ppbook.timeline import Timeline
 from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
 from ppbook.widgets.explorer import Explorer
-from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
+from ppbook.widgets.layout import TEXT, clear_axes, hide_picture, picture, readout, show_figure
 
 MODEL_CARDS = {
     "Megatron 1.7B (Table 1)": ModelShape(24, 2304, 24, 51200, 2048),
@@ -128,10 +128,8 @@ class SizingCalculator(Explorer):
         if self.timeline is None:
             hide_picture(self.image)
             return
-        axes = self.axes
-        for artist in [*axes.collections, *axes.texts, *axes.lines, *axes.artists]:
-            artist.remove()
-        plot_timeline(self.timeline, axes, title=False, legend=False)
+        clear_axes(self.axes)  # keep the axes, drop the last drawing
+        plot_timeline(self.timeline, self.axes, title=False, legend=False)
         show_figure(self.image, self.figure)
 
 

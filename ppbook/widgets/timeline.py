@@ -47,7 +47,7 @@ from ppbook.widgets.compare import (
     stage_steps,
 )
 from ppbook.widgets.explorer import Explorer, fit_slider
-from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
+from ppbook.widgets.layout import TEXT, clear_axes, hide_picture, picture, readout, show_figure
 
 HEIGHT = 4.2  # inches; the width is the notebook column's (ppbook.views.figure)
 MAX_HATCHED = 64  # hatch a rank's later chunks only when few: hatching draws slowly
@@ -157,9 +157,7 @@ class ScheduleExplorer(Explorer):
             return
         self.timeline, self.error = timeline, None
         self.controls["W"].disabled = not timeline.schedule.split_backward
-        for axes in (self.axes, self.memory_axes):  # keep the axes, drop the last drawing
-            for artist in [*axes.collections, *axes.texts, *axes.lines, *axes.artists]:
-                artist.remove()
+        clear_axes(self.axes, self.memory_axes)  # keep the axes, drop the last drawing
         plot_timeline(
             timeline,
             self.axes,

@@ -35,7 +35,7 @@ from ppbook.views.figure import column_figure
 from ppbook.views.gantt import plot_timeline
 from ppbook.views.text import plural
 from ppbook.widgets.explorer import Explorer
-from ppbook.widgets.layout import TEXT, hide_picture, picture, readout, show_figure
+from ppbook.widgets.layout import TEXT, clear_axes, hide_picture, picture, readout, show_figure
 
 HEIGHT = 4.4  # inches; the width is the notebook column's (ppbook.views.figure)
 LIMIT_COLOR = "#b00020"
@@ -133,9 +133,7 @@ class ZeroBubbleExplorer(Explorer):
             hide_picture(self.image)
             return
         self.timeline, self.error = timeline, None
-        for axes in (self.axes, self.memory_axes):  # keep the axes, drop the last drawing
-            for artist in [*axes.collections, *axes.texts, *axes.lines, *axes.artists]:
-                artist.remove()
+        clear_axes(self.axes, self.memory_axes)  # keep the axes, drop the last drawing
         plot_timeline(timeline, self.axes, memory_ax=self.memory_axes, title=False, legend=False)
         self.limit_line = self.memory_axes.axhline(
             limit, color=LIMIT_COLOR, linestyle="--", linewidth=1.2, zorder=5
