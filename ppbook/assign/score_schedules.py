@@ -84,31 +84,62 @@ def over_limit(timeline: Timeline, limits: list[float]) -> str | None:
     )
 
 
+def _per_case(data: object, cases, judge, refused, right_line: str) -> tuple[float, str]:
+    """Assignment 2's schedules ``data``, one per (p, m) of ``cases``, each simulated and
+    judged: ``judge(timeline, p, m, who)`` is None when right, else what is wrong;
+    ``refused(error, who)`` says what is wrong with a schedule that does not run. A share of
+    the marks each, the first problem's line, or ``right_line`` when all are right."""
+    if not isinstance(data, list) or len(data) != len(cases):
+        return 0.0, f"expected one schedule per (p, m) of {list(cases)}, got {data!r:.80}"
+    right, first = 0, ""
+    for (p, m), rows in zip(cases, data, strict=True):
+        who = f"one_f_one_b_rows({p}, {m})"
+        try:
+            timeline = simulated(rows, p, m, ONE_F_ONE_B_COSTS, who)
+        except ValueError as error:
+            first = first or refused(error, who)
+            continue
+        wrong = judge(timeline, p, m, who)
+        if wrong is None:
+            right += 1
+        elif not first:
+            first = wrong
+    if right == len(cases):
+        return 1.0, right_line
+    return right / len(cases), f"{right} of {len(cases)} right; {first}"
+
+
+def _makespan_wrong(timeline: Timeline, p: int, m: int, who: str) -> str | None:
+    want = (m + p - 1) * 3.0
+    more = timeline.makespan - want
+    if abs(more) <= 1e-9:
+        return None
+    return (
+        f"{who} takes {timeline.makespan:g} time units, {abs(more):g} "
+        f"{'more' if more > 0 else 'less'} than (m+p-1)(F+B) = {want:g} (F = 1, B = 2)"
+    )
+
+
+def _memory_wrong(timeline: Timeline, p: int, m: int, who: str) -> str | None:
+    excess = over_limit(timeline, [min(p - rank, m) for rank in range(p)])
+    if excess is None:
+        return None
+    return (
+        f"{who}: {excess} (1F1B's rank r holds at most min(p - r, m)); start each "
+        "backward as soon as its gradient can arrive, before more forwards"
+    )
+
+
 def _one_f_one_b_cases(cases):
     def score(data: object) -> tuple[float, str]:
         """1F1B's makespan (m+p-1)(F+B) at every (p, m) of ``cases``; a share each."""
-        if not isinstance(data, list) or len(data) != len(cases):
-            return 0.0, f"expected one schedule per (p, m) of {list(cases)}, got {data!r:.80}"
-        right, first = 0, ""
-        for (p, m), rows in zip(cases, data, strict=True):
-            who = f"one_f_one_b_rows({p}, {m})"
-            try:
-                timeline = simulated(rows, p, m, ONE_F_ONE_B_COSTS, who)
-            except ValueError as error:
-                first = first or one_line(error)
-                continue
-            want = (m + p - 1) * 3.0
-            if abs(timeline.makespan - want) <= 1e-9:
-                right += 1
-            elif not first:
-                more = timeline.makespan - want
-                first = (
-                    f"{who} takes {timeline.makespan:g} time units, {abs(more):g} "
-                    f"{'more' if more > 0 else 'less'} than (m+p-1)(F+B) = {want:g} (F = 1, B = 2)"
-                )
-        if right == len(cases):
-            return 1.0, f"right: valid, and (m+p-1)(F+B) for every (p, m) of {list(cases)}"
-        return right / len(cases), f"{right} of {len(cases)} right; {first}"
+        return _per_case(
+            data,
+            cases,
+            _makespan_wrong,
+            lambda error, who: one_line(error),
+            f"right: valid, and (m+p-1)(F+B) for every (p, m) of {list(cases)}",
+        )
 
     return score
 
@@ -120,28 +151,13 @@ score_few_microbatches = _one_f_one_b_cases(FEW_MICROBATCHES)
 def score_memory(data: object) -> tuple[float, str]:
     """1F1B's memory: rank r never holds more than min(p - r, m) micro-batches, at every
     (p, m) of both questions (their schedules in that order)."""
-    cases = MANY_MICROBATCHES + FEW_MICROBATCHES
-    if not isinstance(data, list) or len(data) != len(cases):
-        return 0.0, f"expected one schedule per (p, m) of {list(cases)}, got {data!r:.80}"
-    right, first = 0, ""
-    for (p, m), rows in zip(cases, data, strict=True):
-        who = f"one_f_one_b_rows({p}, {m})"
-        try:
-            timeline = simulated(rows, p, m, ONE_F_ONE_B_COSTS, who)
-        except ValueError:
-            first = first or f"{who} does not run yet (questions 2.1 and 2.2 say why)"
-            continue
-        excess = over_limit(timeline, [min(p - rank, m) for rank in range(p)])
-        if excess is None:
-            right += 1
-        elif not first:
-            first = (
-                f"{who}: {excess} (1F1B's rank r holds at most min(p - r, m)); start each "
-                "backward as soon as its gradient can arrive, before more forwards"
-            )
-    if right == len(cases):
-        return 1.0, "right: rank r holds at most min(p - r, m) micro-batches, as 1F1B does"
-    return right / len(cases), f"{right} of {len(cases)} right; {first}"
+    return _per_case(
+        data,
+        MANY_MICROBATCHES + FEW_MICROBATCHES,
+        _memory_wrong,
+        lambda error, who: f"{who} does not run yet (questions 2.1 and 2.2 say why)",
+        "right: rank r holds at most min(p - r, m) micro-batches, as 1F1B does",
+    )
 
 
 def score_design(data: object) -> tuple[float, str]:
