@@ -74,6 +74,26 @@ UTILISATION = 0.5
 52% of the A100's peak on large GPT models (arXiv:2104.04473)."""
 
 
+GB = 1e9
+"""Bytes in a GB: 10^9, as device sheets count (not GiB)."""
+
+MODEL_CARDS = {
+    "Megatron 1.7B (Table 1)": ModelShape(24, 2304, 24, 51200, 2048),
+    "Megatron 18.4B (Table 1)": ModelShape(40, 6144, 48, 51200, 2048),
+    "Megatron 39.1B (Table 1)": ModelShape(48, 8192, 64, 51200, 2048),
+    "70B class (Llama-2-70B's 80 x 8192, MLP 4h: 65B)": ModelShape(
+        80, 8192, 64, 32000, 4096, tied_embeddings=False, position_embeddings=False
+    ),
+    "GPT-3 175B": ModelShape(96, 12288, 96, 51200, 2048),
+}
+"""Model shapes by name (chapter 8's calculator and exercises): Megatron-LM's Table 1
+(arXiv:2104.04473; vocabulary 51,200, sequence 2048), GPT-3 175B (Brown et al. 2020,
+arXiv:2005.14165, Table 2.1) and a 70B-class model with Llama 2 70B's depth and width (its
+SwiGLU MLP and grouped-query attention are not modelled: ppbook counts 65B parameters)."""
+GPU_CARDS = {"H100 SXM 80 GB": H100_SXM, "A100 SXM 80 GB": A100_SXM_80GB}
+"""An 8-GPU node's memory, peak TFLOPS and links, by name (chapter 8's calculator)."""
+
+
 @dataclass(frozen=True)
 class Hardware:
     """``num_gpus`` GPUs of ``gpu_memory_gb`` GB (10^9 bytes) each, ``tflops`` peak 16-bit

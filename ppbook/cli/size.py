@@ -15,10 +15,9 @@ import json
 
 from ppbook.memory import RECOMPUTE, ModelShape
 from ppbook.sizing import size
-from ppbook.sizing_costs import H100_SXM, UTILISATION, Hardware
+from ppbook.sizing_costs import GB, H100_SXM, UTILISATION, Hardware
 from ppbook.sizing_result import SizingResult
 
-GB = 1e9
 EPILOG = """\
 schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8), zb-h1, zb-h2, zb-v,
 dualpipev (pp = 1: no pipeline, 1f1b alone); micro-batch sizes 1, 2, 4, 8.

@@ -27,10 +27,8 @@ from ppbook.memory import (
 )
 from ppbook.schedules import build
 from ppbook.simulate import simulate
+from ppbook.sizing_costs import GB
 from ppbook.timeline import Timeline
-
-GB = 1e9
-"""Bytes in a gigabyte (10^9, as the chapter and device sheets count; a GiB is 2^30)."""
 
 SPEED = 150e12
 """FLOP/s each device sustains in these exercises (an assumption: about half of an

@@ -19,7 +19,6 @@ from ppbook.checks import shown
 from ppbook.exercises import exercise, integer, right, wrong
 from ppbook.exercises.ch8_jobs import (
     CHOICE_BATCH,
-    GB,
     GPT3_JOB,
     MODEL_70B,
     SPLIT,
@@ -33,7 +32,7 @@ from ppbook.exercises.ch8_jobs import (
 )
 from ppbook.memory import RECOMPUTE
 from ppbook.sizing import size
-from ppbook.sizing_costs import Hardware
+from ppbook.sizing_costs import GB, Hardware
 from ppbook.sizing_result import SizingResult
 
 JOB = {"gpus": 64, "tp": 4, "pp": 8, "global_batch": 512, "microbatch_size": 4}

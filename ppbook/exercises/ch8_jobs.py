@@ -16,18 +16,15 @@ from ppbook.memory import ModelShape, Parallel
 from ppbook.schedules import one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.sizing import size
-from ppbook.sizing_costs import A100_SXM_80GB, Hardware
+from ppbook.sizing_costs import A100_SXM_80GB, MODEL_CARDS, Hardware
 from ppbook.sizing_result import SizingResult
 
-GB = 1e9
-"""Bytes in a GB (10^9, as device sheets count)."""
-
-MODEL_70B = ModelShape(80, 8192, 64, 32000, 4096, tied_embeddings=False, position_embeddings=False)
+MODEL_70B = MODEL_CARDS["70B class (Llama-2-70B's 80 x 8192, MLP 4h: 65B)"]
 """The chapter's 70B-class model (the sizing widget's card): 80 layers of width 8192, 64
 heads, an MLP of 4h, a vocabulary of 32,000, sequences of 4096, an untied output head and
 no learned positions; 65.0 billion parameters by ppbook's count."""
 
-GPT3 = ModelShape(96, 12288, 96, 51200, 2048)
+GPT3 = MODEL_CARDS["GPT-3 175B"]
 """GPT-3 175B's shape (Brown et al. 2020, Table 2.1) with Megatron-LM's vocabulary."""
 
 WIDE_VOCAB = ModelShape(

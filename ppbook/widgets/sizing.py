@@ -22,9 +22,9 @@ import html
 
 import ipywidgets as widgets
 
-from ppbook.memory import RECOMPUTE, ModelShape
+from ppbook.memory import RECOMPUTE
 from ppbook.sizing import size
-from ppbook.sizing_costs import A100_SXM_80GB, H100_SXM, Hardware
+from ppbook.sizing_costs import GPU_CARDS, MODEL_CARDS, Hardware
 from ppbook.sizing_result import SizingResult
 from ppbook.timeline import Timeline
 from ppbook.views.figure import column_figure
@@ -32,21 +32,6 @@ from ppbook.views.gantt import plot_timeline
 from ppbook.widgets.explorer import Explorer
 from ppbook.widgets.layout import TEXT, clear_axes, hide_picture, picture, readout, show_figure
 
-MODEL_CARDS = {
-    "Megatron 1.7B (Table 1)": ModelShape(24, 2304, 24, 51200, 2048),
-    "Megatron 18.4B (Table 1)": ModelShape(40, 6144, 48, 51200, 2048),
-    "Megatron 39.1B (Table 1)": ModelShape(48, 8192, 64, 51200, 2048),
-    "70B class (Llama-2-70B's 80 x 8192, MLP 4h: 65B)": ModelShape(
-        80, 8192, 64, 32000, 4096, tied_embeddings=False, position_embeddings=False
-    ),
-    "GPT-3 175B": ModelShape(96, 12288, 96, 51200, 2048),
-}
-"""Model shapes: Megatron-LM's Table 1 (arXiv:2104.04473; vocabulary 51,200, sequence 2048),
-GPT-3 175B (Brown et al. 2020, arXiv:2005.14165, Table 2.1) and a 70B-class model with
-Llama 2 70B's depth and width (its SwiGLU MLP and grouped-query attention are not modelled:
-ppbook counts 65B parameters)."""
-GPU_CARDS = {"H100 SXM 80 GB": H100_SXM, "A100 SXM 80 GB": A100_SXM_80GB}
-"""An 8-GPU node's memory, peak TFLOPS and links (:mod:`ppbook.sizing_costs`)."""
 HEIGHT = 3.6  # inches; the width is the notebook column's (ppbook.views.figure)
 TOP = 8
 MAX_DRAWN = 30_000
