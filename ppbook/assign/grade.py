@@ -32,7 +32,7 @@ from pathlib import Path
 from ppbook.assign.kernel import Kernel, Outcome, first_line
 from ppbook.assign.processes import become_subreaper
 from ppbook.assign.sandbox import Limits, choose
-from ppbook.checks import one_line as checks_one_line
+from ppbook.checks import one_line
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds for all the notebook's cells together (``--timeout``)."""
@@ -41,6 +41,8 @@ DEFAULT_CELL_TIMEOUT = 120.0
 MAX_COPY_BYTES = 512 * 2**20
 """The largest submission folder the grader copies."""
 MAX_ANSWER_BYTES = 16 * 2**20
+FEEDBACK_CHARS = 200
+"""The longest line of feedback (:func:`ppbook.checks.one_line`)."""
 _STUB = re.compile(r"^write ([\w.]+)(?::\s*(.*))?$", re.DOTALL)
 
 
@@ -186,14 +188,9 @@ def _read_answer(answer: Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def one_line(text: str, limit: int = 200) -> str:
-    """Feedback on one line, at most ``limit`` characters (:func:`ppbook.checks.one_line`)."""
-    return checks_one_line(text, limit)
-
-
 def explain(record: dict) -> str:
     """One line of feedback for an answer that raised (``record``: type, message, function)."""
-    kind, message = record.get("type", "Error"), one_line(record.get("message", ""))
+    kind, message = record.get("type", "Error"), one_line(record.get("message", ""), FEEDBACK_CHARS)
     function = record.get("function")
     if kind == "NotImplementedError":
         stub = _STUB.match(message)
@@ -209,8 +206,11 @@ def _score(question, data) -> tuple[float, str]:
     try:
         score, feedback = question.score(data)
     except Exception as exc:  # the data was not what the question expects
-        return 0.0, one_line(f"the answer could not be checked: {type(exc).__name__}: {exc}")
-    return min(max(float(score), 0.0), float(question.max_score)), one_line(feedback)
+        return 0.0, one_line(
+            f"the answer could not be checked: {type(exc).__name__}: {exc}", FEEDBACK_CHARS
+        )
+    score = min(max(float(score), 0.0), float(question.max_score))
+    return score, one_line(feedback, FEEDBACK_CHARS)
 
 
 def _run_cells(kernel: Kernel, cells: list[dict], timeout: float, cell_timeout: float):
@@ -308,7 +308,9 @@ def _judge(question, outcome: Outcome, record: dict | None) -> QuestionResult:
         return _result(question, 0.0, f"{function} ran out of time ({question.timeout:g} s)")
     if record is None:
         why = outcome.error or f"the kernel {outcome.status}"
-        return _result(question, 0.0, one_line(f"no answer came back from {collect}: {why}"))
+        return _result(
+            question, 0.0, one_line(f"no answer came back from {collect}: {why}", FEEDBACK_CHARS)
+        )
     if not record.get("ok"):
         return _result(question, 0.0, explain(record))
     score, feedback = _score(question, record.get("value"))
