@@ -27,8 +27,9 @@ from ppbook.assign import score_bubble, score_schedules, transport
 class Question:
     """One graded question: its name ("1.1"), points, what to collect and how to score it.
 
-    ``function`` is the notebook's function the question asks for (a module's name for
-    question 3), ``prompt`` the question in one sentence, for reports and self-checks.
+    ``function`` is the notebook's function the question asks for, or with ``module`` the
+    module that ``collect`` imports (assignment 3); ``prompt`` the question in one sentence,
+    for reports and self-checks.
     """
 
     name: str
@@ -38,6 +39,7 @@ class Question:
     timeout: float = 60
     function: str = ""
     prompt: str = ""
+    module: bool = False
 
 
 def _scaled(share: Callable[[object], tuple[float, str]], points: float):
@@ -51,8 +53,9 @@ def _scaled(share: Callable[[object], tuple[float, str]], points: float):
     return score
 
 
-def _question(name, points, collect, share, function, prompt, timeout=60) -> Question:
-    return Question(name, points, collect, _scaled(share, points), timeout, function, prompt)
+def _question(name, points, collect, share, function, prompt, timeout=60, module=False) -> Question:
+    scaled = _scaled(share, points)
+    return Question(name, points, collect, scaled, timeout, function, prompt, module)
 
 
 _TREE = "__import__('ppbook.assign.expressions', fromlist=['to_tree']).to_tree"
@@ -137,6 +140,7 @@ ASSIGNMENTS: dict[str, list[Question]] = {
             transport.TRANSPORT,
             "the forward: the pipeline's loss equals one process's",
             timeout=120,
+            module=True,
         ),
         _question(
             "3.2",
@@ -147,6 +151,7 @@ ASSIGNMENTS: dict[str, list[Question]] = {
             transport.TRANSPORT,
             "the backward: every gradient equals one process's",
             timeout=120,
+            module=True,
         ),
     ],
     "04_design_a_schedule": [
