@@ -16,11 +16,13 @@ across the two-way hops of an interleaved pipeline, messages counted one way onl
 
 from __future__ import annotations
 
+from functools import partial
+
 from ppbook.across_nodes import messages_across_nodes
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, number, right, wrong
-from ppbook.exercises.ch7 import two_node_devices
+from ppbook.exercises.ch7 import NODE, Placed, placed
 from ppbook.flops import layer_flops
 from ppbook.links import Link, Topology, boundary_bytes
 from ppbook.memory import ModelShape, Parallel
@@ -32,9 +34,6 @@ MODEL = ModelShape(layers=40, hidden=5120, heads=40, vocab=50257, seq_len=4096)
 
 FLOPS_PER_SECOND = 400e12
 """An assumed 400 TFLOP/s per device, as in chapter 7."""
-
-NODE = 8
-"""Devices per node: two nodes, devices 0-7 on node 0 and 8-15 on node 1."""
 
 INTRA_GB_PER_S = 450.0
 """NVLink 4 inside a node, GB/s each way (data/links.csv)."""
@@ -77,26 +76,21 @@ def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
     answer_name="answer_2",
 )
 def _placement(answer):
-    devices = two_node_devices(answer)
-    if not isinstance(devices, list):
-        return devices
-    schedule, m = interleaved_1f1b(2 * NODE, 32, 2), 32
-    given, best = two_node_costs(12.5, devices), two_node_costs(12.5)
-    crossing = messages_across_nodes(schedule, given.topology) / (2 * m)
-    fewest = messages_across_nodes(schedule, best.topology) / (2 * m)
-    step = simulate(schedule, given).makespan
+    m = 32  # the messages are counted each way: over 2m
+    got = placed(answer, interleaved_1f1b(2 * NODE, m, 2), partial(two_node_costs, 12.5), 2 * m)
+    if not isinstance(got, Placed):
+        return got
     said = (
-        f"{crossing:g} messages each way per micro-batch cross the nodes; on a 12.5 GB/s "
-        f"link the step takes {step:.5g} ms (simulated)"
+        f"{got.crossing:g} messages each way per micro-batch cross the nodes; on a 12.5 GB/s "
+        f"link the step takes {got.step:.5g} ms (simulated)"
     )
-    if crossing <= fewest:
+    if got.crossing <= got.fewest:
         return right(f"{said}, the fewest crossings.")
-    shortest = simulate(schedule, best).makespan
-    if crossing > 4:
+    if got.crossing > 4:
         hint = "neighbouring ranks exchange every message: keep them on one node."
     else:
         hint = "the hop from rank 15 back to rank 0 is used once per micro-batch, the others twice."
-    return wrong(f"{said}; {fewest:g} crossings give {shortest:.5g} ms.", hint)
+    return wrong(f"{said}; {got.fewest:g} crossings give {got.shortest():.5g} ms.", hint)
 
 
 # ----- choose: the schedule ---------------------------------------------------------------

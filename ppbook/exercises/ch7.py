@@ -13,12 +13,16 @@ arXiv:2104.04473, sec. 2.2.2 and 3; LogP).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ppbook.across_nodes import messages_across_nodes, split_timelines
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
 from ppbook.links import Link, Topology, boundary_bytes
 from ppbook.memory import ModelShape
+from ppbook.schedule import Schedule
 from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b, zb_v
 from ppbook.simulate import simulate
 
@@ -186,14 +190,15 @@ def _choose_chunks(answer):
     )
 
 
-def _two_nodes(placement) -> Topology:
+def _two_nodes(placement) -> Costs:
     """Two nodes of :data:`NODE`: a message takes 0.1 inside a node, 1 across (F = I = W = 1)."""
-    return Topology(
+    nodes = Topology(
         Link(bandwidth=10.0, name="inside a node"),
         Link(bandwidth=1.0, name="across nodes"),
         devices_per_node=NODE,
         placement=placement,
     )
+    return Costs(F=1, I=1, W=1, comm_bytes=1, topology=nodes)
 
 
 def two_node_devices(answer):
@@ -210,6 +215,37 @@ def two_node_devices(answer):
     return devices
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A placement of 16 ranks on two nodes, simulated: messages across the nodes per
+    micro-batch for it (``crossing``) and for the default, rank r on device r (``fewest``),
+    and its step time (``step``)."""
+
+    crossing: float
+    fewest: float
+    step: float
+    schedule: Schedule
+    best: Costs
+
+    def shortest(self) -> float:
+        """The default placement's step time (simulated)."""
+        return simulate(self.schedule, self.best).makespan
+
+
+def placed(answer, schedule: Schedule, costs: Callable[..., Costs], per_microbatch: int):
+    """The :class:`Placed` of the placement ``answer`` (read by :func:`two_node_devices`),
+    or the verdict that says what is wrong with it (chapters 7 and 10). ``costs(placement)``
+    gives the costs with the placement's topology (None: the default, which sends the
+    fewest messages across); the messages are counted over ``per_microbatch``."""
+    devices = two_node_devices(answer)
+    if not isinstance(devices, list):
+        return devices
+    given, best = costs(devices), costs(None)
+    crossing = messages_across_nodes(schedule, given.topology) / per_microbatch
+    fewest = messages_across_nodes(schedule, best.topology) / per_microbatch
+    return Placed(crossing, fewest, simulate(schedule, given).makespan, schedule, best)
+
+
 @exercise(
     "7.5",
     "Construct a placement (one device 0-15 per rank) of ZB-V's 16 ranks on two nodes of 8 "
@@ -223,20 +259,16 @@ def two_node_devices(answer):
     answer_name="answer_5",
 )
 def _placement(answer):
-    devices = two_node_devices(answer)
-    if not isinstance(devices, list):
-        return devices
-    schedule, m = zb_v(2 * NODE, 2 * NODE), 2 * NODE
-    given, best = _two_nodes(devices), _two_nodes(None)
-    crossing = messages_across_nodes(schedule, given) / m
-    fewest = messages_across_nodes(schedule, best) / m  # the chain 0..15 cut once
-    step = simulate(schedule, Costs(F=1, I=1, W=1, comm_bytes=1, topology=given)).makespan
-    said = f"{crossing:g} messages per micro-batch cross the nodes; the step takes {step:.4g}"
-    if crossing <= fewest:
+    got = placed(answer, zb_v(2 * NODE, 2 * NODE), _two_nodes, 2 * NODE)  # fewest: 0..15 cut once
+    if not isinstance(got, Placed):
+        return got
+    said = (
+        f"{got.crossing:g} messages per micro-batch cross the nodes; the step takes {got.step:.4g}"
+    )
+    if got.crossing <= got.fewest:
         return right(f"{said} time units (simulated), the fewest crossings.")
-    shortest = simulate(schedule, Costs(F=1, I=1, W=1, comm_bytes=1, topology=best)).makespan
     return wrong(
-        f"{said} time units (simulated; {fewest:g} crossings give {shortest:.4g}).",
+        f"{said} time units (simulated; {got.fewest:g} crossings give {got.shortest():.4g}).",
         "ZB-V's messages go between ranks r and r+1: put neighbours on one node.",
     )
 
