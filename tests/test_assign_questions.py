@@ -12,15 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
-import sympy as sp
-import torch
 
-from ppbook.assign import transport
-from ppbook.assign.expressions import from_tree, to_tree
 from ppbook.assign.questions import ASSIGNMENTS, questions_for
-from ppbook.assign.score_bubble import CHUNK_CASES
 from ppbook.assign.score_schedules import FEW_MICROBATCHES, MANY_MICROBATCHES
-from ppbook.dependencies import needs, sends
 from ppbook.exercises import check, exercises, solution
 from ppbook.schedules import gpipe, one_f_one_b, zb_h1
 from ppbook.symbolic.symbols import c, m, p, t_b, t_f, v
@@ -33,10 +27,6 @@ BEST_CHUNKS = [5, 4, 3, 5, 2, 3]  # read off a simulated table of v = 1..8 for e
 
 def score(name: str, data: object) -> tuple[float, str]:
     return QUESTIONS[name].score(json.loads(json.dumps(data)))
-
-
-def tree(expr) -> list:
-    return json.loads(json.dumps(to_tree(expr)))
 
 
 def rows(builder, cases) -> list:
@@ -54,71 +44,6 @@ def test_every_assignment_is_found_by_its_notebook_and_adds_up_to_ten_points():
         assert all(q.collect and q.function and q.prompt for q in questions)
     with pytest.raises(ValueError, match="no assignment is called 'homework'"):
         questions_for("homework.ipynb")
-
-
-@pytest.mark.parametrize(
-    ("name", "answer", "points", "feedback"),
-    [
-        ("1.1", (p - 1) * (t_f + t_b) / v, 3, "right"),
-        ("1.1", (p - 1) * (t_f + t_b), 0, "plain 1F1B's bubble"),
-        ("1.1", (p - 1) / (v * m), 0, "bubble ratio r, a pure number"),
-        ("1.1", (p - 1) * (t_f + t_b) / (2 * v), 0, "your bubble is 2.25; the simulator's idle"),
-        ("1.2", (p - 1) / (v * m + p - 1), 2, "right"),
-        ("1.2", (p - 1) / (v * m), 0, "the bubble ratio r = idle/compute"),
-        ("1.2", (p - 1) / (m + p - 1), 0, "your fraction is 0.272727; the simulator's"),
-        ("1.3", WITH_TRANSFER, 3, "right"),
-        ("1.3", MAKESPAN, 0, "has no c"),
-        ("1.3", MAKESPAN + 2 * (p - 1) * c, 0, "29.1, the simulator's 29.9 (time units): that"),
-        ("1.3", MAKESPAN + (p * v - 1) * c, 0, "the forward's transfers only"),
-    ],
-)  # fmt: skip
-def test_assignment_1_expressions(name, answer, points, feedback):
-    got, line = score(name, tree(answer))
-    assert got == points
-    assert feedback in line and "\n" not in line
-
-
-def test_an_expression_written_with_floats_or_other_symbol_objects_is_read_by_name():
-    loose = sp.Symbol("p") - 1
-    answer = loose * (sp.Symbol("t_f") + sp.Symbol("t_b")) * sp.Float(0.5) / (v / 2)
-    assert score("1.1", tree(answer))[0] == 3
-
-
-@pytest.mark.parametrize(
-    ("data", "feedback"),
-    [
-        (None, "not an expression written by to_tree"),
-        (["Symbol", "x"], "uses the symbol 'x'; use only p, m, v, t_f, t_b, c"),
-        (["Pow", ["Symbol", "p"], ["Integer", 10**6]], "a power needs an exponent"),
-        (["Pow", ["Integer", 10**9], ["Integer", 8]], "a number raised to it at most 1000"),
-        (["Add"] + [["Symbol", "p"]] * 500, "too large"),
-        (["Integer", 2**80], "not a small whole number"),
-        (["eval", "__import__('os').system('true')"], "uses 'eval'"),
-    ],
-)
-def test_malformed_or_hostile_expressions_score_zero_with_what_is_wrong(data, feedback):
-    got, line = score("1.1", data)
-    assert got == 0 and feedback in line
-
-
-def test_to_tree_refuses_what_an_answer_does_not_need():
-    with pytest.raises(ValueError, match="uses sin"):
-        to_tree(sp.sin(p))
-    assert from_tree(to_tree(sp.Rational(3, 4) * p)) == sp.Rational(3, 4) * p
-
-
-def test_assignment_1_best_chunks():
-    assert score("1.4", BEST_CHUNKS) == (
-        2,
-        "right: the fastest v in every case, as the simulator times them",
-    )
-    floor_of_the_optimum = [5, 3, 3, 5, 2, 2]  # sqrt((p-1)(F+B)/(2pc)) rounded down
-    got, line = score("1.4", floor_of_the_optimum)
-    assert got == round(2 * 4 / 6, 2)
-    assert "m = 32, t_f = 1, t_b = 2, c = 0.1: v = 3 takes 107.6 time units, v = 4 107.45" in line
-    assert score("1.4", [9] * 6)[1].endswith("v must be a whole number from 1 to 8, got 9")
-    assert score("1.4", [1, 2])[0] == 0
-    assert len(CHUNK_CASES) == len(BEST_CHUNKS)
 
 
 def test_assignment_2_right_schedules_score_full_marks():
@@ -192,51 +117,6 @@ def test_assignment_4_thresholds_memory_and_deadlock():
     assert score("4.1", None)[0] == 0
 
 
-@pytest.fixture(scope="module")
-def pipeline_data(tmp_path_factory):
-    """Losses and gradients of transport.RUNS with the runtime's own send and receive, as
-    the notebook gets them: write_transport, then pipeline_gradients."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(tmp_path_factory.mktemp("assignment_3"))
-        module = transport.write_transport(receive, deliver, "own_transport")
-        patch.syspath_prepend(str(module.parent))  # the ranks get the launcher's sys.path
-        return transport.pipeline_gradients("own_transport")
-
-
-def test_assignment_3_scores_the_runtime_s_own_transport_full(pipeline_data):
-    assert score("3.1", pipeline_data)[0] == 4
-    assert score("3.2", pipeline_data)[0] == 6
-
-
-def test_assignment_3_a_wrong_gradient_names_the_parameter_and_the_error(pipeline_data):
-    data = json.loads(json.dumps(pipeline_data))
-    name = sorted(data["zb-v"]["grads"])[0]
-    data["zb-v"]["grads"][name] = (2 * torch.tensor(data["zb-v"]["grads"][name])).tolist()
-    got, line = score("3.2", data)
-    assert got == 0 and line.startswith(f"zb-v: the gradient of {name} is off by up to ")
-    del data["1f1b"]["grads"][name]
-    assert score("3.2", data)[1] == f"1f1b: the parameter {name} got no gradient"
-    data["1f1b"]["loss"] *= 1.5
-    assert "1f1b: the pipeline's loss is" in score("3.1", data)[1]
-    assert score("3.1", None) == (0, "pipeline_gradients gave no result for the 1f1b run")
-    assert score("3.2", {"1f1b": {"grads": {name: "x"}}, "zb-v": {}})[0] == 0
-
-
-def test_assignment_3_an_unfinished_transport_reads_as_work_to_do(tmp_path, monkeypatch):
-    (tmp_path / "stub_transport.py").write_text(
-        "def receive(runner, part):\n"
-        '    raise NotImplementedError("write receive: what part needs from another stage")\n'
-        "def deliver(runner, part, result):\n"
-        "    pass\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(NotImplementedError, match="^write receive: what part needs"):
-        transport.pipeline_gradients("stub_transport")
-    monkeypatch.setattr(transport, "_launched", lambda name: pytest.fail("launched again"))
-    with pytest.raises(NotImplementedError, match="^write receive"):  # the same file: kept
-        transport.pipeline_gradients("stub_transport")
-
-
 def test_self_checks_are_the_grader_s_scores_under_the_exercise_api():
     assert [e.id for e in exercises("A2")] == ["A2.1", "A2.2", "A2.3"]
     verdict = check("A4.1", lambda: zb_h1(4, 8).to_strings())
@@ -253,31 +133,3 @@ def test_self_checks_are_the_grader_s_scores_under_the_exercise_api():
     assert "one_f_one_b_rows gave an error: ZeroDivisionError: division by zero" in broken.message
     assert "no worked answer" in repr(solution("A1.1"))
     assert "the grader imports the module 'my_transport'" in check("A3.1", "other").message
-
-
-def receive(runner, part):
-    """A stand-in for the reader's receive: the runtime's own."""
-    from ppbook.runtime.execute import StepRunner
-
-    return StepRunner.receive(runner, part)
-
-
-def deliver(runner, part, result):
-    """A stand-in for the reader's deliver: the runtime's own."""
-    from ppbook.runtime.execute import StepRunner
-
-    StepRunner.deliver(runner, part, result)
-
-
-def test_write_transport_writes_the_two_functions_where_the_ranks_import_them(
-    tmp_path, monkeypatch
-):
-    monkeypatch.chdir(tmp_path)
-    path = transport.write_transport(receive, deliver)
-    assert path == tmp_path / "my_transport.py"
-    namespace = {}
-    exec(path.read_text(), namespace)  # the module as the ranks import it
-    assert namespace["receive"].__doc__ == receive.__doc__
-    assert namespace["needs"] is needs and namespace["sends"] is sends
-    with pytest.raises(ValueError, match="needs your function receive, got"):
-        transport.write_transport(deliver, deliver)

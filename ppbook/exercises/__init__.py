@@ -228,6 +228,17 @@ def check(id: str, answer: object, **context) -> Verdict:
     return Verdict(id, status, message, hint)
 
 
+def assert_right(id: str, answer: object, **context) -> Verdict:
+    """:func:`check` for a notebook whose answer must be right (the instructor versions of
+    the assignments): the verdict when right, else AssertionError with its line, so that
+    running the notebook (nbval, CI) fails on a wrong solution. ``ppbook assign build``
+    turns each call into :func:`check` in the student copies."""
+    verdict = check(id, answer, **context)
+    if not verdict:
+        raise AssertionError(verdict.text)
+    return verdict
+
+
 class Solution:
     """A worked answer, shown as Markdown in a notebook and as text elsewhere."""
 
