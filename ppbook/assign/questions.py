@@ -16,6 +16,7 @@ The scores live with their assignments: :mod:`.score_bubble` (1),
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,15 @@ class Question:
     function: str = ""
     prompt: str = ""
     module: bool = False
+    run: str = ""
+    """A module of ppbook that the grader runs itself, outside the submission's kernel and
+    inside the same walls (``python -I -m RUN ANSWER_PATH`` in the submission's copy), for
+    what must be measured rather than reported by the kernel; questions that name the same
+    module share one run. Empty: ``collect`` is evaluated in the kernel."""
+    variant: Callable[[random.Random], Question] | None = None
+    """Draws the question the grader asks: the same question on cases drawn at grading time
+    (``collect`` and ``score`` bound to them), so that no table of the cases can answer
+    it; None: the question as it stands (the notebook's self-check always uses that)."""
 
 
 def _scaled(share: Callable[[object], tuple[float, str]], points: float):
@@ -166,6 +176,25 @@ ASSIGNMENTS: dict[str, list[Question]] = {
     ],
 }
 """Every assignment's questions, by its notebook's stem."""
+
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "01_interleaved_bubble": ("ppbook.symbolic.schedules", "ppbook.closed_form"),
+    "02_one_f_one_b": ("ppbook.schedules", "ppbook.pytorch_csv", "torch.distributed.pipelining"),
+    "03_send_receive": (
+        "ppbook.runtime.execute.StepRunner.receive",
+        "ppbook.runtime.execute.StepRunner.deliver",
+    ),
+    "04_design_a_schedule": (
+        "ppbook.schedules",
+        "ppbook.pytorch_csv",
+        "torch.distributed.pipelining",
+    ),
+}
+"""What each assignment asks the reader to write and so refuses to see called: qualified
+names of modules, functions or methods (a name forbids everything below it). The grader
+(:mod:`ppbook.assign.forbidden`) looks for them in the submission's code and refuses the
+assignment's marks where it finds one."""
 
 
 def questions_for(notebook_path: str | Path) -> list[Question]:
