@@ -9,8 +9,9 @@ ppbook simulates compute, so it drops the other actions and says how many in
 :attr:`Schedule.notes <ppbook.schedule.Schedule.notes>`. :func:`write_csv` writes the
 compute-only form, which PyTorch's ``_load_csv`` reads (``format="compute_only"``).
 
-CSV carries no routes. :meth:`~ppbook.schedule.Schedule.from_strings` infers DualPipe's
-two directions from the stages each micro-batch visits, but PyTorch's engine expects every
+CSV carries no routes: a DualPipe file is read with ``read_csv(path, routes="two-way")``
+(``ppbook simulate --from-csv PATH --routes two-way``); without them validation refuses its
+micro-batches, each of which misses half the stages. PyTorch's engine expects every
 micro-batch on every stage and refuses such a file ("Got 4 FORWARD microbatches for stage
 0, expected 8"). Every other schedule of :mod:`ppbook.schedules`, DualPipeV included,
 loads in PyTorch's engine (``tests/test_pytorch_csv.py`` loads each one).

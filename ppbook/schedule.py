@@ -145,6 +145,9 @@ class Schedule:
     through; by default every micro-batch goes through all stages in order. The k-th stage
     of a route runs model part k, so two stages on different routes can hold copies of
     the same part: DualPipe feeds half of the micro-batches from each end of the pipeline.
+    Routes are declared, never guessed from the actions: every route passes every model
+    part once (all routes have the same length) and every stage is on some route.
+    Without routes, a schedule is valid only if every micro-batch passes every stage.
     """
 
     actions: tuple[tuple[Step, ...], ...]
@@ -280,18 +283,20 @@ class Schedule:
         stage_to_rank: Sequence[int] | None = None,
         num_microbatches: int | None = None,
         name: str = "custom",
-        routes: Sequence[Sequence[int]] | None = None,
+        routes: Sequence[Sequence[int]] | str | None = None,
         notes: Sequence[str] = (),
     ) -> Schedule:
         """Build a schedule from rows of action strings (``None`` or ``""`` is an idle step).
 
-        ``stage_to_rank``, ``num_microbatches`` and ``routes`` are inferred from the actions
-        when not given. CSV carries no routes: when some micro-batch has actions on only
-        some stages (DualPipe feeds half of them from each end), its route is taken to be
-        those stages in increasing order, which is how :mod:`ppbook.schedules` numbers them.
-        A malformed cell is a ValueError naming its row, column and text; stage and
-        micro-batch numbers beyond :mod:`ppbook.limits` are refused before anything is
-        built from them.
+        ``stage_to_rank`` and ``num_microbatches`` are inferred from the actions when not
+        given. Routes are not: without ``routes`` every micro-batch goes through every stage
+        in order, and :func:`ppbook.validate.validate` refuses a micro-batch that misses a
+        stage. A schedule whose micro-batches take other routes declares them: a sequence
+        of routes, or :data:`TWO_WAY` for DualPipe's two directions
+        (:func:`two_way_routes`). CSV carries no routes, so a DualPipe file is read with
+        ``routes=TWO_WAY``. A malformed cell is a ValueError naming its row, column and
+        text; stage and micro-batch numbers beyond :mod:`ppbook.limits` are refused before
+        anything is built from them.
         """
         bounds = limits.current()
         actions: list[list[Step]] = []
@@ -320,8 +325,13 @@ class Schedule:
         if num_microbatches is None:
             mbs = [p.microbatch for row in actions for a in row for p in a.parts]
             num_microbatches = max(mbs) + 1 if mbs else 0
-        if routes is None:
-            routes = _infer_routes(actions, len(stage_to_rank), num_microbatches)
+        if isinstance(routes, str):
+            if routes != TWO_WAY:
+                raise ValueError(
+                    f"routes must be a sequence of routes or {TWO_WAY!r} (DualPipe's two "
+                    f"directions), got {shown(routes)}"
+                )
+            routes = two_way_routes(len(stage_to_rank), num_microbatches)
         return cls(
             tuple(map(tuple, actions)),
             tuple(stage_to_rank),
@@ -364,29 +374,13 @@ def _infer_placement(actions: Iterable[Sequence[Step]]) -> tuple[int, ...]:
     return tuple(owner[s] for s in range(len(owner)))
 
 
-def _infer_routes(actions, num_stages: int, num_microbatches: int):
-    """Routes from where each micro-batch has actions, or None when all visit every stage.
-
-    Every action counts, not only forwards: a backward without its forward then stays on
-    the route, and validation reports the missing forward as that.
-    """
-    visits: list[set[int]] = [set() for _ in range(num_microbatches)]
-    for row in actions:
-        for step in row:
-            for part in step.parts:
-                if part.microbatch < num_microbatches:
-                    visits[part.microbatch].add(part.stage)
-    if all(len(stages) in (0, num_stages) for stages in visits):
-        return None  # every micro-batch goes through every stage (or is missing: validate)
-    return tuple(tuple(sorted(stages)) or tuple(range(num_stages)) for stages in visits)
-
-
 def _check_routes(routes, num_microbatches: int, num_stages: int) -> None:
     if len(routes) != num_microbatches:
         raise ValueError(
             f"routes has {len(routes)} entries, expected one per micro-batch ({num_microbatches})"
         )
     part_of: dict[int, int] = {}
+    parts = len(routes[0]) if routes else 0
     for j, route in enumerate(routes):
         if not route or len(set(route)) != len(route):
             raise ValueError(
@@ -402,3 +396,50 @@ def _check_routes(routes, num_microbatches: int, num_stages: int) -> None:
                     f"stage {stage} is at position {part_of[stage]} of one route "
                     f"and {k} of another: a stage runs one model part"
                 )
+        if len(route) != parts:
+            raise ValueError(
+                f"route of micro-batch {j} passes {len(route)} stage(s) and that of "
+                f"micro-batch 0 passes {parts}: every route passes every model part once"
+            )
+    unrouted = sorted(set(range(num_stages)) - set(part_of))
+    if unrouted:
+        raise ValueError(
+            f"stage(s) {numbers(unrouted)} are on no micro-batch's route: every stage of "
+            "the schedule runs on some route (drop the stage or route micro-batches through it)"
+        )
+
+
+TWO_WAY = "two-way"
+"""``Schedule.from_strings(..., routes=TWO_WAY)``: DualPipe's two directions
+(:func:`two_way_routes`)."""
+
+
+def two_way_routes(num_stages: int, num_microbatches: int) -> tuple[tuple[int, ...], ...]:
+    """DualPipe's routes: micro-batches 0..m/2-1 through stages 0..n/2-1 in order, and
+    micro-batches m/2..m-1 through stages n/2..n-1 (stage n/2 + k a copy of part k).
+
+    Both counts must be even (half of each to each direction), as DualPipe's builder
+    (:func:`ppbook.schedules.dualpipe`) makes them.
+    """
+    if num_stages % 2 or num_microbatches % 2 or num_microbatches < 2:
+        raise ValueError(
+            f"two-way routes need an even number of stages and of micro-batches (half of "
+            f"each to each direction), got {num_stages} stages and {num_microbatches} "
+            "micro-batches"
+        )
+    half, mid = num_microbatches // 2, num_stages // 2
+    return (tuple(range(mid)),) * half + (tuple(range(mid, num_stages)),) * half
+
+
+def numbers(values: Iterable[int], most: int = 12) -> str:
+    """Whole numbers as a short list of runs: ``[0, 1, 2, 3, 5]`` -> ``"0..3, 5"``."""
+    runs: list[list[int]] = []
+    for value in sorted(set(values)):
+        if runs and value == runs[-1][1] + 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    shown_runs = [
+        f"{a}" if a == b else f"{a}, {b}" if b == a + 1 else f"{a}..{b}" for a, b in runs[:most]
+    ]
+    return ", ".join(shown_runs) + (", ..." if len(runs) > most else "")

@@ -8,8 +8,9 @@ and the other consumers look dependencies up without re-deriving them.
 from __future__ import annotations
 
 from ppbook import limits
+from ppbook.checks import shown
 from ppbook.dependencies import BACKWARD, needs
-from ppbook.schedule import KINDS, Action, Schedule
+from ppbook.schedule import KINDS, Action, Schedule, numbers
 
 MAX_LISTED = 12
 """Most problems listed in one :class:`ScheduleError` message."""
@@ -138,6 +139,7 @@ class ScheduleIndex:
         if m < 1:
             problems.append(f"num_microbatches must be >= 1, got {m}")
             return problems
+        problems += _idle_ranks(schedule)
         if schedule.routes is None and (
             min(where[0::4]) >= 0
             and (
@@ -146,8 +148,10 @@ class ScheduleIndex:
             )
         ):
             return problems  # every part once: one F and one B, or one F, I and W, everywhere
+        never: dict[tuple, list[int]] = {}  # (route, stages it never passes) -> micro-batches
         for mb in range(m):
             on_route = None if schedule.routes is None else set(schedule.route(mb))
+            missed = []
             for stage in range(schedule.num_stages):
                 base = (stage * m + mb) * 4
                 f, b, i, w = (where[base + k] >= 0 for k in range(4))
@@ -160,27 +164,77 @@ class ScheduleIndex:
                             "on this micro-batch's route, yet has actions"
                         )
                     continue
-                if not f:
+                if not (f or b or i or w):
+                    missed.append(stage)
+                elif not (b or i or w):
                     problems.append(
-                        f"stage {stage}, micro-batch {mb}: "
-                        + ("a backward without its forward (F)" if b or i or w else "no forward F")
+                        f"stage {stage}, micro-batch {mb}: no backward after its F; "
+                        "expected one B, or one I and one W"
                     )
-                if not ((b and not i and not w) or (i and w and not b)):
-                    problems.append(
-                        f"stage {stage}, micro-batch {mb}: has B={b:d}, I={i:d}, "
-                        f"W={w:d}; expected one B, or one I and one W"
-                    )
+                else:
+                    if not f:
+                        problems.append(
+                            f"stage {stage}, micro-batch {mb}: a backward without its forward (F)"
+                        )
+                    if not ((b and not i and not w) or (i and w and not b)):
+                        problems.append(
+                            f"stage {stage}, micro-batch {mb}: has B={b:d}, I={i:d}, "
+                            f"W={w:d}; expected one B, or one I and one W"
+                        )
+            if missed:
+                never.setdefault((schedule.route(mb), tuple(missed)), []).append(mb)
+        problems += [_never_passed(schedule, mbs, key[1]) for key, mbs in never.items()]
         return problems
+
+
+def _idle_ranks(schedule: Schedule) -> list[str]:
+    """A sentence for each rank that holds no stage (its row runs nothing)."""
+    held = set(schedule.stage_to_rank)
+    return [
+        f"rank {rank} holds no stage and runs nothing: every rank of the pipeline runs a "
+        "part of the model; give it a stage and that stage's F and B (or I and W) of every "
+        "micro-batch, or leave the rank out"
+        for rank in range(schedule.num_ranks)
+        if rank not in held
+    ]
+
+
+def _never_passed(schedule: Schedule, microbatches: list[int], stages: tuple[int, ...]) -> str:
+    """One line: which micro-batches never pass which stages, and what would be right."""
+    verb = "passes" if len(microbatches) == 1 else "pass"
+    head = f"{_microbatches(microbatches)} never {verb} {_stages(stages)}"
+    if schedule.routes is None:
+        return (
+            f"{head} (no F, B, I or W there): every micro-batch runs F and then B (or I "
+            f"and W) on every stage of the model, 0..{schedule.num_stages - 1}, unless the "
+            "schedule declares other routes (Schedule(routes=...))"
+        )
+    route = schedule.route(microbatches[0])
+    return (
+        f"{head} of its route {shown(route)} (no F, B, I or W there): every micro-batch "
+        "runs F and then B (or I and W) on every stage of its route"
+    )
+
+
+def _microbatches(values: list[int]) -> str:
+    return f"micro-batch{'' if len(values) == 1 else 'es'} {numbers(values)}"
+
+
+def _stages(values: tuple[int, ...]) -> str:
+    return f"stage{'' if len(values) == 1 else 's'} {numbers(values)}"
 
 
 def validate(schedule: Schedule) -> ScheduleIndex:
     """Raise :class:`ScheduleError` listing what is wrong with ``schedule``, if anything.
 
-    Checks: kinds and ranges; every (stage, micro-batch) on its route has one ``F`` and
-    either one ``B`` or one ``I`` and one ``W``; every action runs on the rank that holds
-    its stage. Whether the schedule can finish is found by the simulator, which names the
-    stuck ranks. Returns the schedule's :class:`ScheduleIndex`. The message lists at most
-    :data:`MAX_LISTED` problems and :data:`ppbook.limits.MAX_MESSAGE` characters.
+    Checks: kinds and ranges; every rank holds a stage; every micro-batch passes every
+    stage of the model (every stage of its route, when the schedule declares routes),
+    that is, every such (stage, micro-batch) has one ``F`` and either one ``B`` or one
+    ``I`` and one ``W``; every action runs on the rank that holds its stage. A micro-batch
+    that misses stages is one line naming it and the stages. Whether the schedule can
+    finish is found by the simulator, which names the stuck ranks. Returns the schedule's
+    :class:`ScheduleIndex`. The message lists at most :data:`MAX_LISTED` problems and
+    :data:`ppbook.limits.MAX_MESSAGE` characters.
     """
     if not isinstance(schedule, Schedule):
         raise ValueError(

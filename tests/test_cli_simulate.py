@@ -201,6 +201,8 @@ def test_dualpipe_round_trips_through_csv_files(tmp_path, capsys):
         == 0
     )
     built = json.loads(capsys.readouterr().out)
-    assert main(["simulate", "--from-csv", str(path), "--json"]) == 0
+    assert main(["simulate", "--from-csv", str(path), "--json"]) == 2
+    assert "never pass" in capsys.readouterr().err  # CSV carries no routes
+    assert main(["simulate", "--from-csv", str(path), "--routes", "two-way", "--json"]) == 0
     loaded = json.loads(capsys.readouterr().out)
     assert loaded["makespan"] == built["makespan"] and loaded["idle"] == built["idle"]

@@ -122,6 +122,11 @@ def test_the_simulated_bubble_is_in_the_verdicts_that_say_so():
             "does not split the backward",
         ),
         ("1.7", Schedule.from_strings([r[:-1] for r in _gpipe_rows()]), "expected one B"),
+        (
+            "1.7",  # micro-batch 3 stops after stage 1: the last rank never sees it
+            Schedule.from_strings([*_gpipe_rows()[:2], _gpipe_rows(range(3), range(3))[2]]),
+            "micro-batch 3 never passes stage 2",
+        ),
         ("1.7", Schedule(_gpipe_rows(), (0, 1, 2), 4), "'0F0', which is not an action"),
         (
             "1.7",  # the last rank takes the micro-batches in reverse and waits for the last

@@ -7,19 +7,17 @@ simulator's own brute-force reference (test_simulate) for the default path. Bad 
 and the command line's options: test_links_input.
 """
 
-import random
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_simulate import brute_force, random_schedule
+from schedule_strategies import valid_schedules
+from test_simulate import assert_times, brute_force, chunk_costs
 
 from ppbook.costs import Costs
 from ppbook.links import LINKS_CSV, Link, Topology, boundary_bytes, nominal_links
 from ppbook.schedule import Action, Schedule
 from ppbook.schedules import SCHEDULES, build, gpipe, interleaved_1f1b, one_f_one_b
 from ppbook.simulate import simulate
-from ppbook.validate import ScheduleError
 
 
 def rows(values) -> list[list[float]]:
@@ -27,23 +25,35 @@ def rows(values) -> list[list[float]]:
     return [list(row) for row in values]
 
 
-def tick_reference(schedule: Schedule, f, b, latency, serial, contention, overlap):
-    """The link model tick by tick, for F/B schedules with stage s on rank s.
+def tick_reference(schedule: Schedule, f, b, latency, serial, contention, overlap, i=0, w=0):
+    """The link model tick by tick, for schedules whose micro-batches pass every stage.
 
-    At each integer time t: (1) actions ending at t finish and queue their message on the
-    link (sender, receiver); without overlap the sender is blocked until it has left;
-    (2) each link starts the messages at the head of its queue, one at a time while it is
-    busy under contention, all at once without: a message leaves ``serial`` after it starts
-    and arrives ``latency`` after it has left; (3) blocked senders whose message has left
-    are freed; (4) every free rank starts its next action if what it needs is there.
-    Returns {action: (start, end)} (end: when the rank is free again), or None if stuck.
+    A pass takes f, b, i or w ticks (F, B, I, W). At each integer time t: (1) actions
+    ending at t finish; a forward's output goes to the next stage and a backward's (B or I)
+    input gradient to the stage before: to another rank, it queues on the link (sender,
+    receiver), and without overlap the sender is blocked until it has left; on its own
+    rank it is there at once; (2) each link starts the messages at the head of its queue,
+    one at a time while it is busy under contention, all at once without: a message leaves
+    ``serial`` after it starts and arrives ``latency`` after it has left; (3) blocked
+    senders whose message has left are freed; (4) every free rank starts its next action
+    if what it needs is there: F the previous stage's F, a backward its own F and the next
+    stage's backward, W its own I. Returns {action: (start, end)} (end: when the rank is
+    free again), or None if stuck.
     """
+    duration = {"F": f, "B": b, "I": i, "W": w}
     last = schedule.num_stages - 1
+    rank_of = schedule.stage_to_rank
+    present = {action for row in schedule.actions for action in row}
     rows = schedule.actions
     position, running, blocked = [0] * len(rows), [None] * len(rows), [None] * len(rows)
     finished, arrived, left, timing = {}, {}, {}, {}
     queues: dict[tuple[int, int], list[Action]] = {}
     link_free: dict[tuple[int, int], int] = {}
+
+    def backward(stage: int, mb: int) -> Action:
+        action = Action(stage, "B", mb)
+        return action if action in present else Action(stage, "I", mb)
+
     t = 0
     while any(position[r] < len(row) or running[r] or blocked[r] for r, row in enumerate(rows)):
         for rank in range(len(rows)):  # (1)
@@ -51,11 +61,16 @@ def tick_reference(schedule: Schedule, f, b, latency, serial, contention, overla
                 action = running[rank]
                 running[rank] = None
                 finished[action] = t
-                to = action.stage + 1 if action.kind == "F" else action.stage - 1
-                if 0 <= to <= last:
-                    queues.setdefault((rank, to), []).append(action)
-                    if not overlap:
-                        blocked[rank] = action
+                to = {"F": action.stage + 1, "B": action.stage - 1, "I": action.stage - 1}
+                to = to.get(action.kind, -1)
+                if not 0 <= to <= last:
+                    continue
+                if rank_of[to] == rank:
+                    arrived[action] = t
+                    continue
+                queues.setdefault((rank, rank_of[to]), []).append(action)
+                if not overlap:
+                    blocked[rank] = action
         for link, queue in queues.items():  # (2)
             while queue and (not contention or link_free.get(link, 0) <= t):
                 action = queue.pop(0)
@@ -73,12 +88,14 @@ def tick_reference(schedule: Schedule, f, b, latency, serial, contention, overla
             stage, kind, mb = action = row[position[rank]]
             if kind == "F":
                 needs_ok = stage == 0 or arrived.get(Action(stage - 1, "F", mb), t + 1) <= t
+            elif kind == "W":
+                needs_ok = Action(stage, "I", mb) in finished
             else:
                 needs_ok = Action(stage, "F", mb) in finished and (
-                    stage == last or arrived.get(Action(stage + 1, "B", mb), t + 1) <= t
+                    stage == last or arrived.get(backward(stage + 1, mb), t + 1) <= t
                 )
             if needs_ok:
-                timing[action] = (t, t + (f if kind == "F" else b))
+                timing[action] = (t, t + duration[kind])
                 running[rank] = action
                 position[rank] += 1
         t += 1
@@ -89,37 +106,31 @@ def tick_reference(schedule: Schedule, f, b, latency, serial, contention, overla
 
 @settings(max_examples=80, deadline=None)
 @given(
-    seed=st.integers(0, 10**6),
-    p=st.integers(1, 4),
-    m=st.integers(1, 4),
+    schedule=valid_schedules(),
     f=st.integers(1, 4),
     b=st.integers(1, 4),
+    i=st.integers(1, 4),
+    w=st.integers(1, 4),
     latency=st.integers(0, 3),
     serial=st.integers(0, 3),
     contention=st.booleans(),
     overlap=st.booleans(),
 )
 def test_simulator_equals_the_tick_reference_of_the_link_model(
-    seed, p, m, f, b, latency, serial, contention, overlap
+    schedule, f, b, i, w, latency, serial, contention, overlap
 ):
-    schedule = random_schedule(random.Random(seed), p, m)
+    """Every example is a valid schedule that finishes (tests/schedule_strategies.py), with
+    F and B or split I and W, one or more chunks per rank, in a loop or a V."""
     costs = Costs(
-        F=f,
-        B=b,
+        **chunk_costs(schedule, F=f, B=b, I=i, W=w),
         comm=latency,
         comm_bytes=serial,
         bandwidth=1,
         contention=contention,
         overlap_send=overlap,
     )
-    reference = tick_reference(schedule, f, b, latency, serial, contention, overlap)
-    if reference is None:
-        with pytest.raises(ScheduleError, match="cannot finish"):
-            simulate(schedule, costs)
-        return
-    for row in simulate(schedule, costs).intervals:
-        for interval in row:
-            assert (interval.start, interval.end) == reference[interval.action]
+    reference = tick_reference(schedule, f, b, latency, serial, contention, overlap, i, w)
+    assert_times(simulate(schedule, costs), reference)
 
 
 @pytest.mark.parametrize("builder", [gpipe, one_f_one_b])
@@ -154,16 +165,12 @@ def test_several_steps_without_sync_keep_each_links_queue_across_steps():
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10**6), p=st.integers(1, 4), m=st.integers(1, 4), c=st.integers(0, 3))
-def test_default_path_and_a_latency_only_topology_equal_the_plain_brute_force(seed, p, m, c):
-    schedule = random_schedule(random.Random(seed), p, m)
-    reference = brute_force(schedule, 1, 2, c)
-    if reference is None:
-        return
-    for costs in (Costs(F=1, B=2, comm=c), Costs(F=1, B=2, topology=Topology(Link(latency=c)))):
-        for row in simulate(schedule, costs).intervals:
-            for interval in row:
-                assert (interval.start, interval.end) == reference[interval.action]
+@given(schedule=valid_schedules(), c=st.integers(0, 3))
+def test_default_path_and_a_latency_only_topology_equal_the_plain_brute_force(schedule, c):
+    reference = brute_force(schedule, 1, 2, c, 1, 1)
+    passes = chunk_costs(schedule, F=1, B=2, I=1, W=1)
+    for costs in (Costs(**passes, comm=c), Costs(**passes, topology=Topology(Link(latency=c)))):
+        assert_times(simulate(schedule, costs), reference)
 
 
 @pytest.mark.parametrize("name", [n for n in SCHEDULES if n != "zb-auto"] + ["zb-auto"])

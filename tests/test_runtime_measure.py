@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ppbook.costs import Costs
-from ppbook.runtime.measure import KINDS, measured_costs
+from ppbook.runtime.measure import KINDS, measured_costs, transfer_gaps
 from ppbook.schedule import KINDS as COMPUTE_KINDS
 from ppbook.schedules import build
 from ppbook.simulate import simulate
@@ -72,3 +72,23 @@ def test_costs_are_for_a_device_share_and_simulate_to_the_measured_times(name, c
 
 def test_the_measured_kinds_are_the_schedule_kinds_and_the_overlapped_pair():
     assert KINDS == (*COMPUTE_KINDS, "FB")
+
+
+def test_the_transfer_time_is_the_median_gap_where_a_rank_waited():
+    # GPipe p = 2, m = 3 laid out by hand (seconds). Rank 0's forwards take 10 each; rank 1
+    # waits for each one, 1, 2 and 3 after it ends. Rank 1's backwards take 10; rank 0
+    # waits 2 and 1 for the first two gradients and 30 for the last (a stalled message).
+    # Rank 1's backwards wait on their own rank only, and rank 0's forwards on nothing.
+    #   rank 0: 0F0 [0, 10], 0F1 [10, 20], 0F2 [20, 30], 0B0 [46, 47], 0B1 [55, 56],
+    #           0B2 [94, 95]: its backwards start 2, 1, 30 after 1B0, 1B1, 1B2 end;
+    #   rank 1: 1F0 [11, 12], 1F1 [22, 23], 1F2 [33, 34], 1B0 [34, 44], 1B1 [44, 54],
+    #           1B2 [54, 64].
+    # Gaps 1, 1, 2, 2, 3, 30: the median is 2; the mean, 6.5, would be the outlier's.
+    starts = [[0, 10, 20, 46, 55, 94], [11, 22, 33, 34, 44, 54]]
+    ends = [[10, 20, 30, 47, 56, 95], [12, 23, 34, 44, 54, 64]]
+    timeline = Timeline.from_arrays(
+        build("gpipe", 2, 3), starts, ends, source="measured", time_unit="s"
+    )
+    assert transfer_gaps(timeline) == [2, 1, 30, 1, 2, 3]
+    assert measured_costs([timeline]).transfer == 2
+    assert measured_costs([timeline]).comm == 2

@@ -110,7 +110,7 @@ def test_placement_must_name_existing_ranks():
 @pytest.mark.parametrize(
     "rows, message",
     [
-        ([["0F0"], ["1F0", "1B0"]], "stage 0, micro-batch 0: has B=0, I=0, W=0"),
+        ([["0F0"], ["1F0", "1B0"]], "stage 0, micro-batch 0: no backward after its F; expected"),
         ([["0F0", "0B0", "0B0"], ["1F0", "1B0"]], "0B0 appears more than once"),
         ([["0F0", "0I0"], ["1F0", "1B0"]], "has B=0, I=1, W=0"),
         ([["0F0", "0B0", "0W0"], ["1F0", "1B0"]], "has B=1, I=0, W=1"),
@@ -134,7 +134,15 @@ def test_validation_rejects_action_on_wrong_rank_and_out_of_range():
 def test_validation_lists_many_problems_briefly():
     schedule = Schedule([[Action(0, "F", j) for j in range(40)]], (0,), 40)
     with pytest.raises(ScheduleError, match=r"\.\.\. and 28 more"):
+        validate(schedule)  # 40 forwards without their backwards, one line each
+    # Micro-batches that miss the same stages share one line.
+    schedule = Schedule([[Action(0, "F", 0), Action(0, "B", 0)], []], (0, 1), 40)
+    with pytest.raises(ScheduleError) as info:
         validate(schedule)
+    lines = [line.strip() for line in str(info.value).splitlines()[1:]]
+    assert lines[0].startswith("micro-batch 0 never passes stage 1 ")
+    assert lines[1].startswith("micro-batches 1..39 never pass stages 0, 1 ")
+    assert len(lines) == 2
 
 
 @pytest.mark.parametrize("name", ["gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"])

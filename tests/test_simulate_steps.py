@@ -189,11 +189,17 @@ def test_a_peak_of_waiting_shares_is_counted_exactly():
     assert max(amount for _, amount in timeline.memory(0)) == 2.0
 
 
+REFUSED = {"dualpipe": {3: "even num_stages"}}
+"""The p of the grid below that a schedule refuses, with a word of its reason: DualPipe
+feeds half of the micro-batches from each end, so it needs an even p."""
+
+
 @pytest.mark.parametrize("name", [n for n in SCHEDULES if n != "zb-auto"] + ["zb-auto"])
 def test_post_validated_period_is_the_longest_one_step_span(name):
     # With free transfers, steps that overlap settle to a period equal to the longest span
     # one rank has in a single step: why the Zero Bubble paper measures its bubble rate on
     # that span. Four simulated steps against one, on a grid of p, m and costs.
+    refused, compared = {}, 0
     for p, m in ((2, 4), (3, 6), (4, 8)):
         for f, i, w in ((1, 1, 1), (2, 1, 0.5), (0.5, 2, 1), (1, 2, 2)):
             costs = Costs(F=f, I=i, W=w)
@@ -201,7 +207,14 @@ def test_post_validated_period_is_the_longest_one_step_span(name):
                 schedule = (
                     build(name, p, m, costs=costs) if name == "zb-auto" else build(name, p, m)
                 )
-            except ValueError:  # a p or m this schedule does not take
+            except ValueError as exc:  # a p this schedule does not take: counted below
+                refused.setdefault(p, set()).add(str(exc))
                 continue
             steady = simulate(schedule, costs, steps=4, sync="none")
             assert steady.period == pytest.approx(max(simulate(schedule, costs).rank_spans))
+            compared += 1
+    expected = REFUSED.get(name, {})
+    assert sorted(refused) == sorted(expected)  # exactly the p stated, for every cost
+    for p, reasons in refused.items():
+        assert len(reasons) == 1 and expected[p] in next(iter(reasons)), reasons
+    assert compared == 4 * (3 - len(expected))

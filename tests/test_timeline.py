@@ -111,3 +111,21 @@ def test_one_chunk_per_rank_schedules_count_whole_stages(name):
                 held -= part.kind in ("B", "W")
         chunks.append(peak)
     assert [timeline.peak_activations(r) for r in range(4)] == chunks
+
+
+def test_zb_bubble_rate_is_the_most_compute_of_a_rank_over_the_longest_span():
+    # The Zero Bubble paper's rate (arXiv:2401.10241, Table 5; ppbook.paper_tables): 1 minus
+    # one step's compute over the longest stage span, for stages of equal cost; with uneven
+    # ranks, the most compute of one rank. By hand, GPipe p = 2, m = 2:
+    #   rank 0: 0F0 [0, 1], 0F1 [1, 2], 0B0 [7, 8.5], 0B1 [8.5, 10]: compute 5, span 10;
+    #   rank 1: 1F0 [1, 2.5], 1F1 [2.5, 4], 1B0 [4, 5.5], 1B1 [5.5, 7]: compute 6, span 6.
+    # Rate 1 - 6/10 = 0.4. Over the least-loaded rank (or the longest span's own rank) it
+    # would read 1 - 5/10 = 0.5; the bubble fraction is (2 * 10 - 11) / 20 = 0.45.
+    starts = [[0, 1, 7, 8.5], [1, 2.5, 4, 5.5]]
+    ends = [[1, 2, 8.5, 10], [2.5, 4, 5.5, 7]]
+    timeline = Timeline.from_arrays(gpipe(2, 2), starts, ends)
+    assert timeline.rank_spans == [10, 6]
+    assert [timeline.busy(r) for r in range(2)] == [5, 6]
+    assert timeline.zb_bubble_rate == pytest.approx(0.4)
+    assert timeline.bubble_fraction == pytest.approx(0.45)
+    assert timeline.metrics()["zb_bubble_rate"] == pytest.approx(0.4)

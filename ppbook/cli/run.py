@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--from-csv", metavar="PATH", help="run a schedule read from PyTorch's CSV form instead"
     )
+    what.add_argument(
+        "--routes",
+        choices=("two-way",),
+        help="with --from-csv: two-way for DualPipe's routes, which CSV does not carry",
+    )
     what.add_argument("--microbatches", type=int, help="m, micro-batches per step (default 8)")
     what.add_argument("--chunks", type=int, help="v, stage chunks per rank (interleaved)")
     what.add_argument("--steps", type=int, default=3, help="steps to run (the first warms up)")
@@ -149,13 +154,15 @@ def make_config(args: argparse.Namespace, nproc: int | None):
 def read_schedule(args: argparse.Namespace):
     """The schedule asked for (a name, or one read with ``--from-csv``) and its m."""
     if args.from_csv is None:
+        if args.routes is not None:
+            raise ValueError("--routes goes with --from-csv; a schedule built by name has its own")
         return args.schedule or "1f1b", 8 if args.microbatches is None else args.microbatches
     given = [f"--{flag}" for flag in ("schedule", "chunks") if getattr(args, flag) is not None]
     if given:
         raise ValueError(f"--from-csv reads the whole schedule; drop {', '.join(given)}")
     from ppbook.pytorch_csv import read_csv
 
-    schedule = read_csv(args.from_csv)
+    schedule = read_csv(args.from_csv, routes=args.routes)
     m = schedule.num_microbatches
     if args.microbatches not in (None, m):
         raise ValueError(f"--microbatches {args.microbatches}, but {args.from_csv} has {m}")

@@ -6,6 +6,8 @@ metrics as one JSON object (:meth:`ppbook.timeline.Timeline.metrics`). ``--png``
 (:mod:`ppbook.views.trace`) and the schedule in PyTorch's CSV form. Bad input raises a
 ValueError, which :func:`ppbook.cli.main` prints as one short message with exit status 2;
 sizes, output paths and widths are checked before anything is built or simulated.
+``--ranks-per-device``, ``--interference`` and the ``--*-copy`` options model ranks that
+share a device and copies that occupy them (:mod:`ppbook.shared_device`, chapter 9).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 from ppbook import limits
-from ppbook.cli import communication
+from ppbook.cli import communication, devices
 from ppbook.costs import Costs
 from ppbook.limits import capped
 from ppbook.pytorch_csv import read_csv, write_csv
@@ -87,6 +89,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="PATH",
         help="read the schedule from PyTorch's CSV form (one row per rank, e.g. 0F0,0F1,,0B0)",
     )
+    source.add_argument(
+        "--routes",
+        choices=("two-way",),
+        help="with --from-csv: the micro-batches' routes, which CSV does not carry; two-way: "
+        "half of them enter at the last stage, as in DualPipe (default: every micro-batch "
+        "passes every stage from the first)",
+    )
     model = parser.add_argument_group("the cost model")
     model.add_argument("--costs", default="", metavar="F=1,B=2", help=COSTS_HELP)
     model.add_argument(
@@ -121,6 +130,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "is K = 2p)",
     )
     communication.add_options(parser)
+    devices.add_options(parser)
     run_group = parser.add_argument_group("several training steps")
     run_group.add_argument(
         "--steps",
@@ -192,7 +202,9 @@ def load_schedule(args: argparse.Namespace, costs: Costs | None = None) -> Sched
         ]
         if given:
             raise ValueError(f"--from-csv reads the whole schedule; drop {', '.join(given)}")
-        return read_csv(args.from_csv)
+        return read_csv(args.from_csv, routes=args.routes)
+    if args.routes is not None:
+        raise ValueError("--routes goes with --from-csv; a schedule built by name has its own")
     if args.schedule is None:
         raise ValueError("give --schedule NAME (see --help for the list) or --from-csv PATH")
     missing = [f"--{n}" for n in ("stages", "microbatches") if getattr(args, n) is None]
@@ -234,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
         args.costs,
         activation_bytes=args.activation_bytes,
         w_memory=args.w_memory,
-        **communication.costs_kwargs(args),
+        **devices.costs_kwargs(args, communication.costs_kwargs(args)),
     )
     chosen = {"stages": args.max_stages, "microbatches": args.max_microbatches}
     with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
