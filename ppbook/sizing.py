@@ -39,6 +39,8 @@ from typing import NamedTuple
 from ppbook.checks import as_count, shown
 from ppbook.costs import Costs
 from ppbook.flops import stage_values
+from ppbook.layer_time import ATTENTION
+from ppbook.layer_time import stage_values as timed_stage_values
 from ppbook.links import Link, Topology, boundary_bytes
 from ppbook.memory import (
     RECOMPUTE,
@@ -112,6 +114,8 @@ def size(
     zero: int = 0,
     schedules: tuple[str, ...] = SIZING_SCHEDULES,
     top: int | None = None,
+    attention: str = "flash",
+    dropout: bool = False,
 ) -> SizingResult:
     """Every configuration of ``shape`` on ``hardware`` for ``global_batch`` samples a step.
 
@@ -119,7 +123,12 @@ def size(
     says why a fixed one cannot work); otherwise every value is tried (``recompute`` in
     :data:`ppbook.memory.RECOMPUTE`). ``sequence_parallel`` and ``zero`` (ZeRO stage 0 or
     1) apply to every configuration. ``top``: rank only the ``top`` fastest (much faster;
-    see the module's docstring). Returns a :class:`~ppbook.sizing_result.SizingResult`.
+    see the module's docstring). ``schedules``: the schedules tried (one to fix it; with
+    pp = 1 there is no pipeline and every schedule is plain gradient accumulation).
+    ``attention``: ``"flash"`` or ``"standard"`` (:mod:`ppbook.layer_time`; ignored under
+    ``hardware.utilisation``); ``dropout``: the block drops out after attention and the
+    MLP (and, with standard attention, on its probabilities), as Megatron-LM's GPT did.
+    Returns a :class:`~ppbook.sizing_result.SizingResult`.
     """
     if not isinstance(shape, ModelShape) or not isinstance(hardware, Hardware):
         raise ValueError("size needs a ppbook.memory.ModelShape and a ppbook.sizing_costs.Hardware")
@@ -129,12 +138,14 @@ def size(
     b_given = None if microbatch_size is None else as_count(microbatch_size, "microbatch_size")
     top = None if top is None else as_count(top, "top", "size")
     Parallel(sp=sequence_parallel, zero=zero)  # checks both
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {shown(attention)}")
     unknown = [name for name in schedules if name not in SCHEDULES]
     if unknown or not schedules:
         raise ValueError(
             f"size needs schedules named in ppbook.schedules.SCHEDULES, got {shown(schedules)}"
         )
-    search = _Search(shape, hardware, batch, sequence_parallel, zero)
+    search = _Search(shape, hardware, batch, sequence_parallel, zero, (attention, dropout))
     modes = RECOMPUTE if recompute is None else (recompute,)
     n = hardware.num_gpus
     _given("pp", pp, n)
@@ -175,8 +186,9 @@ def size(
 class _Search:
     """The search's state: the rejections so far and the options that fit, to be ranked."""
 
-    def __init__(self, shape, hardware, batch, sp, zero) -> None:
+    def __init__(self, shape, hardware, batch, sp, zero, block) -> None:
         self.shape, self.hardware, self.batch, self.sp, self.zero = shape, hardware, batch, sp, zero
+        self.block = block  # (attention, dropout)
         self.rejected: list[Rejection] = []
         self.pending: list[tuple[float, Option]] = []
         self._static_checked: dict[tuple, bool] = {}
@@ -268,7 +280,7 @@ class _Search:
                 (c.tp, c.pp, c.dp),
             )
             return
-        values = _stage_values(self.shape, self.hardware, c, parallel)
+        values = _stage_values(self.shape, self.hardware, c, parallel, self.block)
         option = Option(c, worst)
         bound = _lower_bound(option, values, self.shape, self.hardware)
         self.pending.append((bound, option, partial(_costs, self.shape, self.hardware, c, values)))
@@ -352,12 +364,19 @@ def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int) ->
     return _Layout(schedule, layers, parts, rank_parameters(schedule, shape, tp, layers))
 
 
-def _stage_values(shape, hardware, c: Config, parallel) -> dict[str, list[float]]:
+def _stage_values(shape, hardware, c: Config, parallel, block) -> dict[str, list[float]]:
     """Per stage F, I, W, B in seconds (one device's share, as in ``Costs``) and activation
-    bytes: compute from :func:`ppbook.flops.stage_values`, plus the tensor-parallel
-    all-reduces (:mod:`ppbook.sizing_costs`)."""
+    bytes: compute from the GPU model (:func:`ppbook.layer_time.stage_values`), or from
+    :func:`ppbook.flops.stage_values` under a utilisation override, plus the
+    tensor-parallel all-reduces (:mod:`ppbook.sizing_costs`)."""
     schedule, layers, parts, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
-    values = stage_values(schedule, shape, parallel, hardware.flops_per_second, layers)
+    if hardware.utilisation is None:
+        attention, dropout = block
+        values = timed_stage_values(
+            schedule, shape, parallel, hardware.device, attention, layers, dropout
+        )
+    else:
+        values = stage_values(schedule, shape, parallel, hardware.flops_per_second, layers)
     share = schedule.chunk_share
     if c.tp > 1:
         one = tp_allreduce_s(shape, parallel, hardware)

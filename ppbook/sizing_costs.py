@@ -3,10 +3,17 @@ the activations a schedule holds (chapter 8, :mod:`ppbook.sizing` searches over 
 
 The time model, in seconds, stated once (every number the search prints comes from it):
 
-- **compute**: the FLOPs of :mod:`ppbook.flops` (the Zero Bubble paper's Table 1) at
-  ``tflops * 1e12 * utilisation`` FLOP/s. The utilisation does not depend on the
-  micro-batch size (real matrix multiplies run faster on bigger ones; this model does not
-  see it, so a larger micro-batch never makes a step faster here).
+- **compute**: each pass from a model of the GPU (:mod:`ppbook.layer_time`): its matrix
+  multiplies at an efficiency that grows with their shapes (tokens per micro-batch,
+  hidden / tp), attention (causal flash attention by default, or attention that
+  materialises its scores), and the memory-bound element-wise work, on the card's
+  datasheet peak and HBM bandwidth (:mod:`ppbook.gpu_cards`), calibrated on one GPT layer
+  timed on an H200. Bigger micro-batches run their GEMMs faster, so a larger ``b`` can
+  make a step faster despite its larger bubble (Megatron-LM sec. 3.4). With
+  ``utilisation`` set (an explicit override) compute is instead the FLOPs of
+  :mod:`ppbook.flops` (the Zero Bubble paper's Table 1) at ``tflops * 1e12 *
+  utilisation`` FLOP/s, the same for every shape; it scales compute only, and bubbles and
+  communication come on top.
 - **tensor parallelism** (``tp`` ranks inside a node, Megatron-LM's layer split, Shoeybi
   et al. 2019, arXiv:1909.08053, sec. 3): each layer all-reduces its (b, s, h) output twice
   in the forward and twice in the input-gradient backward (twice more when the backward
@@ -42,6 +49,8 @@ from functools import lru_cache
 
 from ppbook.checks import as_count, as_quantity
 from ppbook.costs import Costs
+from ppbook.gpu_cards import gpu_card
+from ppbook.layer_time import Device
 from ppbook.links import boundary_bytes
 from ppbook.memory import ModelShape, Parallel
 from ppbook.schedule import Schedule
@@ -50,6 +59,7 @@ from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 
 H100_SXM = {
+    "gpu_type": "h100",
     "gpu_memory_gb": 80.0,
     "tflops": 989.0,
     "intra_node_gbps": 450.0,
@@ -60,6 +70,7 @@ H100_SXM = {
 InfiniBand NDR port of 400 Gb/s = 50 GB/s per GPU (``data/links.csv``)."""
 
 A100_SXM_80GB = {
+    "gpu_type": "a100",
     "gpu_memory_gb": 80.0,
     "tflops": 312.0,
     "intra_node_gbps": 300.0,
@@ -69,9 +80,14 @@ A100_SXM_80GB = {
 312 dense BF16 TFLOPS, NVLink 3 at 300 GB/s per direction, one HDR 200 Gb/s = 25 GB/s
 InfiniBand port per GPU (``data/links.csv``)."""
 
+H200_SXM = gpu_card("h200").node()
+"""An 8-GPU H200 SXM node (``ppbook/data/gpu_cards.json``): 141 GB, 989 dense BF16 TFLOPS,
+NVLink 4 and InfiniBand NDR as the H100's."""
+
 UTILISATION = 0.5
-"""Default fraction of peak FLOP/s a GPU sustains: Megatron-LM's Table 1 reached 44% to
-52% of the A100's peak on large GPT models (arXiv:2104.04473)."""
+"""The ``--utilisation`` of earlier versions, kept as a value to pass: Megatron-LM's Table 1
+reached 44% to 52% of the A100's peak on large GPT models (arXiv:2104.04473). Without an
+explicit utilisation the passes are timed by :mod:`ppbook.layer_time`."""
 
 
 GB = 1e9
@@ -90,46 +106,74 @@ MODEL_CARDS = {
 (arXiv:2104.04473; vocabulary 51,200, sequence 2048), GPT-3 175B (Brown et al. 2020,
 arXiv:2005.14165, Table 2.1) and a 70B-class model with Llama 2 70B's depth and width (its
 SwiGLU MLP and grouped-query attention are not modelled: ppbook counts 65B parameters)."""
-GPU_CARDS = {"H100 SXM 80 GB": H100_SXM, "A100 SXM 80 GB": A100_SXM_80GB}
+GPU_CARDS = {
+    "H100 SXM 80 GB": H100_SXM,
+    "A100 SXM 80 GB": A100_SXM_80GB,
+    "H200 SXM 141 GB": H200_SXM,
+}
 """An 8-GPU node's memory, peak TFLOPS and links, by name (chapter 8's calculator)."""
 
 
 @dataclass(frozen=True)
 class Hardware:
-    """``num_gpus`` GPUs of ``gpu_memory_gb`` GB (10^9 bytes) each, ``tflops`` peak 16-bit
-    TFLOPS of which ``utilisation`` is sustained, in nodes of ``gpus_per_node`` joined by
-    ``inter_node_gbps`` GB/s per GPU and direction, ``intra_node_gbps`` inside a node.
-    Defaults: an H100 SXM node (:data:`H100_SXM`)."""
+    """``num_gpus`` GPUs of type ``gpu_type`` (:data:`ppbook.gpu_cards.GPU_TYPES`) with
+    ``gpu_memory_gb`` GB (10^9 bytes) each, ``tflops`` peak dense 16-bit TFLOPS and
+    ``hbm_gbps`` GB/s of HBM, in nodes of ``gpus_per_node`` joined by ``inter_node_gbps``
+    GB/s per GPU and direction, ``intra_node_gbps`` inside a node. A figure left ``None``
+    is the card's (``ppbook/data/gpu_cards.json``); the default card is the H100 SXM
+    (:data:`H100_SXM`). ``utilisation`` ``None`` times each pass with the GPU model
+    (:mod:`ppbook.layer_time`); a fraction of peak in (0, 1] overrides it with FLOPs at
+    ``tflops * utilisation`` (compute only)."""
 
     num_gpus: int
-    gpu_memory_gb: float = H100_SXM["gpu_memory_gb"]
-    tflops: float = H100_SXM["tflops"]
-    utilisation: float = UTILISATION
+    gpu_memory_gb: float | None = None
+    tflops: float | None = None
+    utilisation: float | None = None
     gpus_per_node: int = 8
-    intra_node_gbps: float = H100_SXM["intra_node_gbps"]
-    inter_node_gbps: float = H100_SXM["inter_node_gbps"]
+    intra_node_gbps: float | None = None
+    inter_node_gbps: float | None = None
+    gpu_type: str = "h100"
+    hbm_gbps: float | None = None
 
     def __post_init__(self) -> None:
+        card = gpu_card(self.gpu_type)
+        given = {
+            "gpu_memory_gb": card.memory_gb,
+            "tflops": card.peak_bf16_tflops,
+            "intra_node_gbps": card.nvlink_gbps,
+            "inter_node_gbps": card.network_gbps,
+            "hbm_gbps": card.hbm_gbps,
+        }
         for name in ("num_gpus", "gpus_per_node"):
             object.__setattr__(self, name, as_count(getattr(self, name), name, "Hardware"))
-        for name in ("gpu_memory_gb", "tflops", "intra_node_gbps", "inter_node_gbps"):
-            value = as_quantity(getattr(self, name), name, "Hardware", inclusive=False)
+        for name, default in given.items():
+            value = default if getattr(self, name) is None else getattr(self, name)
+            value = as_quantity(value, name, "Hardware", inclusive=False)
             object.__setattr__(self, name, value)
-        share = as_quantity(self.utilisation, "utilisation", "Hardware", inclusive=False)
-        if share > 1:
-            raise ValueError(
-                f"Hardware needs utilisation to be a fraction of peak in (0, 1], got {share:g}"
-            )
-        object.__setattr__(self, "utilisation", share)
+        if self.utilisation is not None:
+            share = as_quantity(self.utilisation, "utilisation", "Hardware", inclusive=False)
+            if share > 1:
+                raise ValueError(
+                    f"Hardware needs utilisation to be a fraction of peak in (0, 1], got {share:g}"
+                )
+            object.__setattr__(self, "utilisation", share)
 
     @property
     def memory_bytes(self) -> float:
         return self.gpu_memory_gb * 1e9
 
     @property
-    def flops_per_second(self) -> float:
-        """Sustained FLOP/s of one GPU: peak times utilisation."""
+    def flops_per_second(self) -> float | None:
+        """Sustained FLOP/s of one GPU under the utilisation override: peak times
+        utilisation; ``None`` when the GPU model times the passes."""
+        if self.utilisation is None:
+            return None
         return self.tflops * 1e12 * self.utilisation
+
+    @property
+    def device(self) -> Device:
+        """Peak FLOP/s and HBM bandwidth, for :mod:`ppbook.layer_time`."""
+        return Device.of(self.tflops, self.hbm_gbps)
 
 
 def allreduce_bytes_per_device(nbytes: float, num_devices: int) -> float:

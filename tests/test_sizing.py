@@ -115,7 +115,7 @@ def test_a_model_that_fits_one_gpu_runs_without_a_pipeline():
     # 4 GPUs on one node, a model of a few MB: every split fits. With 1024 samples a step
     # pp = 1 has no bubble, tp = 1 no all-reduce inside layers, and the gradient
     # all-reduce is small next to the compute: pure data parallelism wins.
-    result = size(SMALL, 1024, Hardware(4), top=1)
+    result = size(SMALL, 1024, Hardware(4, utilisation=0.5), top=1)  # FLOPs at 50% of peak
     best = result.best.config
     assert (best.tp, best.pp, best.dp, best.recompute) == (1, 1, 4, "none")
     # Its step by hand: m = 1024 / (4 b) micro-batches of b samples, each F + B over all
@@ -134,7 +134,7 @@ def test_a_model_that_fits_one_gpu_runs_without_a_pipeline():
 def test_with_a_small_batch_the_all_reduce_makes_a_pipeline_faster():
     # 16 samples: 4 per GPU take about as long as the all-reduce of all the gradients, so
     # splitting the model into a pipeline (dp = 1: no all-reduce) wins despite its bubble.
-    result = size(SMALL, 16, Hardware(4))
+    result = size(SMALL, 16, Hardware(4, utilisation=0.5))
     assert result.best.config.pp > 1 and result.best.allreduce_s == 0
     data_parallel = next(o for o in result.ranked if o.config.dp == 4)
     assert data_parallel.allreduce_s > 0.5 * data_parallel.pipeline_s
@@ -300,7 +300,7 @@ def test_a_stage_boundary_across_nodes_pays_the_inter_node_link():
     # Two layers on two one-GPU nodes, one micro-batch of one sample through 1F1B:
     # F0, send, F1, B1, send back, B0; each message is s h 2 bytes at 1 GB/s.
     shape = ModelShape(layers=2, hidden=256, heads=8, vocab=1000, seq_len=128)
-    hardware = Hardware(2, gpus_per_node=1, inter_node_gbps=1.0)
+    hardware = Hardware(2, gpus_per_node=1, inter_node_gbps=1.0, utilisation=0.5)
     result = size(shape, 1, hardware, tp=1, pp=2, recompute="none", schedules=("1f1b",))
     best = result.best
     assert best.config.num_microbatches == 1 and best.config.schedule == "1f1b"
@@ -316,7 +316,7 @@ def test_tensor_parallelism_pays_four_all_reduces_a_layer():
     # tp = 2 on one node: each rank does half the FLOPs, and each layer all-reduces its
     # (s, h) output twice forward and twice backward, 2 (2-1)/2 * s h 2 bytes at 450 GB/s.
     shape = ModelShape(layers=2, hidden=256, heads=8, vocab=1000, seq_len=128)
-    result = size(shape, 1, Hardware(2), tp=2, recompute="none")
+    result = size(shape, 1, Hardware(2, utilisation=0.5), tp=2, recompute="none")
     best = result.best
     assert (best.config.tp, best.config.pp, best.config.num_microbatches) == (2, 1, 1)
     s, h, V = 128, 256, 1000

@@ -34,7 +34,7 @@ def boxes_drawn(calculator):
 
 def test_shows_the_searchs_ranking_and_the_best_step(calculator):
     assert isinstance(calculator, SizingCalculator)
-    want = size(MODEL_CARDS[MODEL], 64, Hardware(8, **A100_SXM_80GB), top=TOP)
+    want = size(MODEL_CARDS[MODEL], 64, Hardware(8, utilisation=0.5, **A100_SXM_80GB), top=TOP)
     got = calculator.result
     assert [o.config for o in got.ranked] == [o.config for o in want.ranked]
     html = calculator.readout.value

@@ -31,7 +31,7 @@ def short_error(message: str) -> str:
     return capped("\n".join(lines))
 
 
-COMMANDS = ("simulate", "run", "size", "assign")
+COMMANDS = ("simulate", "run", "size", "layer", "assign")
 """The subcommands, each the module of that name in this package."""
 
 

@@ -13,16 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 
+from ppbook.gpu_cards import GPU_TYPES
+from ppbook.layer_time import ATTENTION
 from ppbook.memory import RECOMPUTE, ModelShape
-from ppbook.sizing import size
-from ppbook.sizing_costs import GB, H100_SXM, UTILISATION, Hardware
+from ppbook.sizing import SIZING_SCHEDULES, size
+from ppbook.sizing_costs import GB, Hardware
 from ppbook.sizing_result import SizingResult
 
 EPILOG = """\
 schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8), zb-h1, zb-h2, zb-v,
 dualpipev (pp = 1: no pipeline, 1f1b alone); micro-batch sizes 1, 2, 4, 8.
 time model (ppbook.sizing_costs), seconds:
-  compute      FLOPs (Zero Bubble paper, Table 1) / (TFLOPS * utilisation)
+  compute      each pass from the GPU model (ppbook.layer_time, `ppbook layer`):
+               GEMMs at an efficiency growing with their shapes, attention
+               (--attention) and element-wise work on the card's peak and HBM
+               bandwidth, calibrated on an H200; with --utilisation instead
+               FLOPs (Zero Bubble paper, Table 1) / (TFLOPS * utilisation)
   tensor par.  per layer 2 ring all-reduces of b*s*h*2 bytes forward, 2 backward
                (+2 with full recomputation), intra-node link, not overlapped
   pipeline     b*s*h*2 bytes per stage boundary on the link it crosses (pipeline
@@ -47,7 +53,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "GB = 10^9 bytes; times in seconds; bubble f = idle / total of the pipeline.\n"
             "Defaults: an 8-GPU H100 SXM node (80 GB, 989 dense BF16 TFLOPS from NVIDIA's\n"
             "H100 datasheet, NVLink 4 at 450 GB/s and InfiniBand NDR 400 Gb/s = 50 GB/s\n"
-            "per GPU and direction: data/links.csv)."
+            "per GPU and direction: data/links.csv); --gpu-type picks another card\n"
+            "(ppbook/data/gpu_cards.json), whose figures the flags below override."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -73,34 +80,55 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     job.add_argument("--global-batch", type=int, required=True, help="samples per step B")
     job.add_argument("--gpus", type=int, required=True, help="number of GPUs N")
     job.add_argument("--gpus-per-node", type=int, default=8, help="default %(default)s")
-    for flag, default, text in (
-        ("--gpu-memory-gb", H100_SXM["gpu_memory_gb"], "memory per GPU, GB (default %(default)g)"),
-        (
-            "--gpu-tflops",
-            H100_SXM["tflops"],
-            "peak dense 16-bit TFLOPS per GPU (default %(default)g, H100 SXM)",
-        ),
-        (
-            "--utilisation",
-            UTILISATION,
-            "fraction of peak sustained (default %(default)g: Megatron-LM's Table 1 "
-            "reached 0.44-0.52 on A100)",
-        ),
+    job.add_argument(
+        "--gpu-type",
+        choices=GPU_TYPES,
+        default="h100",
+        help="the GPU's card: peak, memory, HBM and NVLink (default %(default)s)",
+    )
+    for flag, text in (
+        ("--gpu-memory-gb", "memory per GPU, GB (default: the card's; h100: 80)"),
+        ("--gpu-tflops", "peak dense 16-bit TFLOPS per GPU (default: the card's; h100: 989)"),
         (
             "--intra-node-gbps",
-            H100_SXM["intra_node_gbps"],
-            "GB/s per direction inside a node (default %(default)g, NVLink 4)",
+            "GB/s per direction inside a node (default: the card's NVLink; h100: 450)",
         ),
         (
             "--inter-node-gbps",
-            H100_SXM["inter_node_gbps"],
-            "GB/s per GPU and direction between nodes (default %(default)g, IB NDR)",
+            "GB/s per GPU and direction between nodes (default: the card's node, IB NDR 50)",
         ),
     ):
-        job.add_argument(flag, type=float, default=default, help=text)
+        job.add_argument(flag, type=float, default=None, help=text)
+    job.add_argument(
+        "--utilisation",
+        type=float,
+        default=None,
+        help="override the GPU model: every pass at this fraction of peak FLOP/s (FLOPs of "
+        "the Zero Bubble paper's Table 1); it scales compute only, bubbles and "
+        "communication come on top (Megatron-LM's Table 1 reached 0.44-0.52 of peak "
+        "overall on A100)",
+    )
+    block = parser.add_argument_group("the layer's kernels (GPU model)")
+    block.add_argument(
+        "--attention",
+        choices=ATTENTION,
+        default="flash",
+        help="causal flash attention, or standard attention that writes its s x s scores "
+        "(default %(default)s)",
+    )
+    block.add_argument(
+        "--dropout",
+        action="store_true",
+        help="dropout after attention and MLP (and on standard attention's probabilities)",
+    )
     fixed = parser.add_argument_group("fix part of the answer (default: search)")
     fixed.add_argument("--tp", type=int, help="tensor-parallel size")
     fixed.add_argument("--pp", type=int, help="pipeline-parallel size")
+    fixed.add_argument(
+        "--schedule",
+        choices=SIZING_SCHEDULES,
+        help="the schedule (with pp = 1 there is no pipeline: gradient accumulation)",
+    )
     fixed.add_argument("--microbatch-size", type=int, help="micro-batch size b")
     fixed.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation")
     fixed.add_argument("--sequence-parallel", action="store_true", help="with tp")
@@ -133,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         gpus_per_node=args.gpus_per_node,
         intra_node_gbps=args.intra_node_gbps,
         inter_node_gbps=args.inter_node_gbps,
+        gpu_type=args.gpu_type,
     )
     if args.top < 0:
         raise ValueError(f"--top must be >= 0 (0: rank all), got {args.top}")
@@ -147,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
         sequence_parallel=args.sequence_parallel,
         zero=args.zero,
         top=args.top or None,
+        schedules=(args.schedule,) if args.schedule else SIZING_SCHEDULES,
+        attention=args.attention,
+        dropout=args.dropout,
     )
     if args.json:
         print(json.dumps(result.as_dict(), indent=1))
@@ -173,8 +205,9 @@ def report(result: SizingResult) -> str:
         f"model: {result.params / 1e9:.1f}B parameters ({shape.layers} layers, hidden "
         f"{shape.hidden}, {shape.heads} heads, vocabulary {shape.vocab}, sequence {shape.seq_len})",
         f"job: global batch {result.global_batch} on {hw.num_gpus} GPUs of "
-        f"{hw.gpu_memory_gb:g} GB, {hw.tflops:g} TFLOPS x {hw.utilisation:g}, "
-        f"{hw.gpus_per_node} per node, {hw.intra_node_gbps:g} / {hw.inter_node_gbps:g} GB/s "
+        f"{hw.gpu_type} ({hw.gpu_memory_gb:g} GB, {hw.tflops:g} TFLOPS, "
+        + (f"x {hw.utilisation:g}), " if hw.utilisation else "GPU model), ")
+        + f"{hw.gpus_per_node} per node, {hw.intra_node_gbps:g} / {hw.inter_node_gbps:g} GB/s "
         "inside / between nodes",
         "",
     ]

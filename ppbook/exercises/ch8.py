@@ -106,7 +106,8 @@ def _three_counts(answer) -> tuple[int, int, int] | None:
     "(1, 64), tp = 8 leaves the shortest pipeline: its bubble is smallest, and its "
     "stages fit with selective recomputation where the longer pipelines need full "
     "recomputation. `size(GPT3, 256, Hardware(64, **A100_SXM_80GB), top=1)`: (8, 8, 1), "
-    "ZB-V, about 62 s a step against 81 s for (4, 16, 1).",
+    "ZB-V, about 49 s a step against 60 s for (4, 16, 1) (the GPU model, "
+    "`ppbook.layer_time`).",
     answer_name="answer_2",
 )
 def _choose_split(answer):
@@ -203,8 +204,8 @@ def _needs(result: SizingResult) -> float:
     solution="Rank 0 holds p = 8 micro-batches of its 10 layers under 1F1B. Without "
     "recomputation the attention scores (5as^2b/t bytes a layer, 1.3 GB at s = 4096) "
     "make that 184 GB; selective recomputation drops them: 76.5 GB, still over 64; full "
-    'recomputation keeps only each layer\'s input: 38.9 GB. So "full", at 42.5 s a step '
-    "against selective's 32.5 s on an 80 GB GPU. `small_gpu_plan(mode, 1)` gives each.",
+    'recomputation keeps only each layer\'s input: 38.9 GB. So "full", at 35.3 s a step '
+    "against selective's 27.2 s on an 80 GB GPU. `small_gpu_plan(mode, 1)` gives each.",
     answer_name="answer_4",
 )
 def _choose_recompute(answer):
@@ -236,10 +237,10 @@ def _choose_recompute(answer):
     solution="Rank 0 keeps its static state, 33.3 GB, plus p = 8 micro-batches of its 10 "
     "layers' inputs, 2bsh bytes each (replicated over the t ranks without sequence "
     "parallelism), and the embedding dropout's masks. The activations grow with b: "
-    "38.9 GB in all at b = 1, 44.5 at 2, 55.8 at 4, 78.4 at 8. So b = 4. In this time "
-    "model b = 4 is not faster (45.8 s against 42.5 s at b = 1: m = 512 / (2b) shrinks, "
-    "the bubble grows); real GPUs run larger matrix multiplies faster, which the model "
-    "leaves out, and that is why one picks the largest b that fits. "
+    "38.9 GB in all at b = 1, 44.5 at 2, 55.8 at 4, 78.4 at 8. So b = 4. Its GEMMs run "
+    "faster (`ppbook layer`), but with s = 4096 tokens they are large already at b = 1, "
+    "while m = 512 / (2b) shrinks and the bubble grows: 37.5 s a step against 35.3 s at "
+    "b = 1. With shorter sequences the faster GEMMs win (chapter 8, section 5). "
     "`small_gpu_plan('full', b)` gives each.",
     answer_name="answer_5",
 )
@@ -265,7 +266,7 @@ def _choose_microbatch(answer):
     return right(
         f"b = {b} needs {_gb(needs)}; b = {2 * b} would need "
         f"{_gb(_needs(small_gpu_plan('full', 2 * b)))}. Its step: {plan.step_time_s:.2f} s "
-        f"against {one.step_time_s:.2f} s at b = 1 (this time model sees only the bubble)."
+        f"against {one.step_time_s:.2f} s at b = 1 (faster GEMMs against a longer bubble)."
     )
 
 

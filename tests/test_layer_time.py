@@ -1,0 +1,177 @@
+"""The GPU model of a layer's passes (ppbook.layer_time, ppbook layer) against what it was
+not built from: the H200 timings (data/h200_layer_times.jsonl, measured), Megatron-LM's
+Table 1 (published TFLOP/s per GPU, A100), the datasheets' figures and hand-worked sums."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from ppbook.cli import main
+from ppbook.flops import layer_flops
+from ppbook.gpu_cards import GPU_TYPES, gpu_card
+from ppbook.layer_time import Device, gemm_seconds, layer_parts, layer_times
+from ppbook.memory import ModelShape, Parallel
+from ppbook.sizing import size
+from ppbook.sizing_costs import A100_SXM_80GB, H100_SXM, Hardware
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+H200_ROWS = [json.loads(x) for x in (DATA / "h200_layer_times.jsonl").read_text().splitlines()]
+MEGATRON = list(csv.DictReader((DATA / "megatron_table1.csv").open()))
+H200 = Device.of(989.0, 4800.0)  # NVIDIA's H200 SXM datasheet, typed here again
+
+
+def h200_model(row) -> dict[str, float]:
+    shape = ModelShape(1, row["hidden"], row["heads"], 32000, row["seq"])
+    return layer_times(shape, Parallel(microbatch_size=row["mb"]), H200)
+
+
+@pytest.mark.parametrize("row", H200_ROWS, ids=[str(r["hidden"]) for r in H200_ROWS])
+def test_each_h200_pass_time_is_within_10_percent_of_the_model(row):
+    model = h200_model(row)
+    for key in "FBIW":
+        assert model[key] * 1e3 == pytest.approx(row[f"{key}_ms"], rel=0.10), key
+
+
+def test_b_over_f_lies_between_2_1_and_2_6_and_i_over_w_falls_with_h():
+    ratios = [h200_model(r) for r in sorted(H200_ROWS, key=lambda r: r["hidden"])]
+    assert all(2.1 <= m["B"] / m["F"] <= 2.6 for m in ratios)
+    i_over_w = [m["I"] / m["W"] for m in ratios]
+    assert all(a > b for a, b in zip(i_over_w, i_over_w[1:], strict=False)), i_over_w
+    measured = [r["I_ms"] / r["W_ms"] for r in sorted(H200_ROWS, key=lambda r: r["hidden"])]
+    assert measured[0] > 1.6 and measured[-1] < 1.2  # the trend the model must follow
+
+
+def megatron_step(row, capsys) -> tuple[float, float]:
+    """(ours, published) step time in seconds of one Table 1 row, as it ran in 2021."""
+    argv = ["size", "--layers", row["layers"], "--hidden", row["hidden_size"]]
+    argv += ["--heads", row["attention_heads"], "--vocab", "51200", "--seq-len", "2048"]
+    argv += ["--global-batch", row["batch_size"], "--gpus", row["gpus"], "--gpu-type", "a100"]
+    argv += ["--tp", row["tensor_parallel_size"], "--pp", row["pipeline_parallel_size"]]
+    argv += ["--schedule", "interleaved-1f1b", "--recompute", "full", "--attention"]
+    argv += ["standard", "--dropout", "--top", "1", "--json"]
+    assert main(argv) == 0
+    ours = json.loads(capsys.readouterr().out)["best"]["step_time_s"]
+    b, s, L, h, V = int(row["batch_size"]), 2048, int(row["layers"]), int(row["hidden_size"]), 51200
+    eq3 = 96 * b * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))  # FLOPs a step
+    published = eq3 / (float(row["teraflops_per_gpu"]) * 1e12 * int(row["gpus"]))
+    return ours, published
+
+
+@pytest.mark.parametrize("row", MEGATRON, ids=[r["parameters_billion"] for r in MEGATRON])
+def test_megatron_table_1_step_times_within_15_percent(row, capsys):
+    ours, published = megatron_step(row, capsys)
+    assert ours == pytest.approx(published, rel=0.15)
+
+
+def test_cards_are_the_datasheets_figures():
+    # Typed from NVIDIA's datasheets: dense BF16 TFLOPS, GB, HBM GB/s, NVLink each way.
+    sheets = {
+        "a100": (312, 80, 2039, 300),
+        "h100": (989, 80, 3350, 450),
+        "h800": (989, 80, 3350, 200),
+        "h200": (989, 141, 4800, 450),
+    }
+    assert set(GPU_TYPES) == set(sheets)
+    for key, (tflops, gb, hbm, nvlink) in sheets.items():
+        card = gpu_card(key)
+        assert (card.peak_bf16_tflops, card.memory_gb, card.hbm_gbps, card.nvlink_gbps) == (
+            tflops,
+            gb,
+            hbm,
+            nvlink,
+        )
+        assert "datasheet" in card.source
+    assert Hardware(8, **A100_SXM_80GB) == Hardware(8, gpu_type="a100")
+    assert Hardware(8, **H100_SXM) == Hardware(8)
+
+
+def test_a_gemm_is_a_roofline_with_a_saturating_efficiency():
+    # Huge and square: near the saturation; one row: bound by the bytes it moves.
+    big = 2 * 16384**3 / gemm_seconds(16384, 16384, 16384, H200) / 989e12
+    small = 2 * 64 * 4096 * 4096 / gemm_seconds(64, 4096, 4096, H200) / 989e12
+    assert 0.7 < big < 0.8 and small < big / 2
+    moved = 2 * (1 * 4096 + 4096 * 4096 + 4096) / 4.8e12  # bytes of a vector times a matrix
+    assert gemm_seconds(1, 4096, 4096, H200) >= moved
+
+
+def test_standard_attention_is_slower_than_flash_and_writes_scores():
+    shape, par = ModelShape(1, 4096, 32, 1, 4096), Parallel()
+    flash = layer_parts(shape, par, H200, "flash")
+    standard = layer_parts(shape, par, H200, "standard")
+    assert standard.F["attention"] > flash.F["attention"]
+    assert standard.F["gemm"] == flash.F["gemm"]  # the weight multiplies are the same
+    # The scores alone: 32 heads of s x s bf16, written and read by the softmax.
+    assert standard.F["attention"] > 2 * 2 * 32 * 4096**2 / 4.8e12
+
+
+def test_recomputation_adds_the_forward_to_i():
+    shape = ModelShape(1, 2048, 16, 1, 2048)
+    none = layer_times(shape, Parallel(recompute="none"), H200)
+    full = layer_times(shape, Parallel(recompute="full"), H200)
+    assert full["I"] == pytest.approx(none["I"] + none["F"], rel=1e-12)
+    assert full["W"] == none["W"]
+
+
+def test_a_larger_microbatch_can_win_in_a_pipeline():
+    # Short sequences: b = 1 runs thin GEMMs; b = 16 a long bubble; b = 4 wins (Megatron-LM
+    # sec. 3.4). Under a fixed utilisation b = 1 wins: only the bubble counts.
+    shape = ModelShape(24, 2048, 16, 32000, 256)
+    steps, flat = {}, {}
+    for b in (1, 4, 16):
+        for speeds, hardware in ((steps, Hardware(8)), (flat, Hardware(8, utilisation=0.5))):
+            found = size(
+                shape,
+                256,
+                hardware,
+                tp=1,
+                pp=8,
+                microbatch_size=b,
+                recompute="none",
+                schedules=("1f1b",),
+                top=1,
+            )
+            speeds[b] = found.best.step_time_s
+    assert steps[4] < steps[1] and steps[4] < steps[16]
+    assert flat[1] < flat[4] < flat[16]
+
+
+def test_ppbook_layer_json(capsys):
+    argv = ["layer", "--hidden", "4096", "--heads", "32", "--seq-len", "4096"]
+    assert main([*argv, "--microbatch-size", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = next(r for r in H200_ROWS if r["hidden"] == 4096)
+    assert out["gpu_type"] == "h200" and out["B"] == pytest.approx(out["I"] + out["W"])
+    assert out["F"] * 1e3 == pytest.approx(row["F_ms"], rel=0.10)
+    counted = layer_flops(ModelShape(1, 4096, 32, 1, 4096), Parallel())
+    assert out["flops"] == {k: counted[k] for k in ("F", "I", "W", "B")}
+    assert main([*argv, "--microbatch-size", "1"]) == 0
+    assert "TFLOP/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("changed", "message"),
+    [
+        ({"--heads": "30"}, "heads dividing hidden"),
+        ({"--tp": "3"}, "tp = 3 must divide heads = 32"),
+        ({"--microbatch-size": "0"}, "microbatch_size"),
+    ],
+)
+def test_ppbook_layer_bad_input_is_one_line(capsys, changed, message):
+    flags = {"--hidden": "4096", "--heads": "32", "--seq-len": "128", "--microbatch-size": "1"}
+    flags.update(changed)
+    assert main(["layer", *(x for pair in flags.items() for x in pair)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_size_bad_gpu_type_and_attention_are_one_line(capsys):
+    base = "size --layers 4 --hidden 256 --heads 8 --vocab 100 --seq-len 32 --global-batch 8"
+    with pytest.raises(SystemExit):
+        main([*base.split(), "--gpus", "8", "--gpu-type", "b200"])
+    assert "invalid choice: 'b200'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="gpu type must be one of a100, h100, h800, h200"):
+        Hardware(8, gpu_type="v100")
+    with pytest.raises(ValueError, match="attention must be one of flash, standard"):
+        size(ModelShape(4, 256, 8, 100, 32), 8, Hardware(8), attention="sparse")
