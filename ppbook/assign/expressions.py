@@ -6,6 +6,7 @@ in them. So :func:`to_tree`, run in the submission's kernel, writes an expressio
 lists (``["Add", ["Symbol", "p"], ["Integer", -1]]``), and :func:`from_tree`, run by the
 grader, rebuilds it from a short list of node types, only over the glossary's symbols
 (:mod:`ppbook.symbolic.symbols`), within bounds on size, depth and numbers.
+:mod:`ppbook.assign.equality` then decides whether two such expressions are the same.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def from_tree(data: object) -> sp.Expr:
                 raise ValueError(f"not a small whole number or fraction: {shown(node)}")
             return sp.Rational(*args)
         if head == "Float":
-            if len(args) != 1 or not isinstance(args[0], float) or not math.isfinite(args[0]):
-                raise ValueError(f"not a finite number: {shown(node)}")
+            if len(args) != 1 or not _small_float(args[0]):
+                raise ValueError(f"not a number between 1e-9 and 1e9 in size (or 0): {shown(node)}")
             return sp.Float(args[0])
         if head not in NODES or not args:
             raise ValueError(f"the expression uses {shown(head)}; use +, -, *, / and **")
@@ -109,34 +110,13 @@ def _small_int(value: object) -> bool:
     return type(value) is int and abs(value) <= MAX_INTEGER
 
 
+def _small_float(value: object) -> bool:
+    return (
+        type(value) is float
+        and math.isfinite(value)
+        and (value == 0 or 1e-9 <= abs(value) <= MAX_INTEGER)
+    )
+
+
 def _small_power(exponent: sp.Expr) -> bool:
     return bool(exponent.is_Rational) and abs(exponent) <= 8
-
-
-POINTS = (
-    {"p": 4, "m": 8, "v": 2, "t_f": 1, "t_b": 2, "c": sp.Rational(1, 10)},
-    {"p": 8, "m": 32, "v": 4, "t_f": 3, "t_b": 5, "c": sp.Rational(1, 7)},
-    {"p": 2, "m": 6, "v": 3, "t_f": sp.Rational(1, 3), "t_b": sp.Rational(7, 5), "c": 0},
-    {"p": 5, "m": 3, "v": 1, "t_f": 2, "t_b": sp.Rational(9, 4), "c": sp.Rational(2, 3)},
-    {"p": 7, "m": 14, "v": 5, "t_f": sp.Rational(11, 13), "t_b": 4, "c": sp.Rational(1, 3)},
-    {"p": 3, "m": 11, "v": 2, "t_f": 5, "t_b": sp.Rational(1, 2), "c": 2},
-)
-"""Points of (p, m, v, t_f, t_b, c) at which :func:`same` compares two expressions."""
-
-
-def same(a: sp.Expr, b: sp.Expr) -> bool:
-    """Whether ``a`` and ``b`` agree at every point of :data:`POINTS`: exactly when both are
-    rational there, else within 1e-9 relative (an answer written with floats).
-
-    Agreement at these points of two small rational expressions in the six symbols is how
-    the grader decides they are the same function, without sympy's ``simplify``, whose
-    time an answer could make unbounded.
-    """
-    for point in POINTS:
-        values = {SYMBOLS[name]: sp.sympify(value) for name, value in point.items()}
-        x, y = a.xreplace(values), b.xreplace(values)
-        if not (x.is_Number and y.is_Number) or not (x.is_finite and y.is_finite):
-            return False
-        if x != y and not math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12):
-            return False
-    return True
