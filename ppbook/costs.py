@@ -39,6 +39,21 @@ GPipe's makespan grows by ``2 (p - 1) * transfer``. Three fields refine this
   The latency never occupies the sender. A rank that waits for each of its sends never
   finds its own link still busy, so contention then changes nothing.
 
+Two more refine it for ranks that copy each message through host memory, as two ranks on
+one GPU do (chapter 9, the GPU demo's shared-GPU mode), and for ranks that share a device
+(a topology's ``ranks_per_device``):
+
+- ``send_copy``: after an action's compute the sender is busy this long for each message
+  it sends to another rank (the device-to-host copy and handing it to the transport),
+  before the message leaves; the action's interval ends with its compute;
+- ``recv_copy``: before an action's compute the receiver is busy this long for each
+  message it takes from another rank (the host-to-device copy), once the message is there;
+- ``input_copy``: before a forward on the first stage of its micro-batch's route the rank
+  is busy this long (the copy of the model's input from host memory to the device).
+
+With either, or with ranks sharing a device, :mod:`ppbook.shared_device` times the
+schedule (:attr:`Costs.device_model`).
+
 Every number goes through :mod:`ppbook.checks` (``int``, ``float``, ``Fraction``,
 ``Decimal`` and numpy scalars are accepted; ``bool``, strings, NaN and infinity are not)
 and is stored as a ``float``.
@@ -73,6 +88,9 @@ class Costs:
     its Table 1: about 32 / (34 + 5as/h) for a transformer layer); the default 1 keeps all
     of them until ``W``. ``time_unit`` names the unit of every time here (``"time unit"``
     when the costs are unitless, ``"s"`` for seconds); simulated timelines carry it.
+    ``send_copy`` and ``recv_copy`` are the time a message occupies its sender after the
+    action and its receiver before it, ``input_copy`` the time the model's input occupies
+    the first stage's rank before its forward (the module's docstring; default 0).
     """
 
     F: Cost = 1.0
@@ -89,6 +107,9 @@ class Costs:
     overlap_send: bool = True
     w_memory: float = 1.0
     time_unit: str = "time unit"
+    send_copy: float = 0.0
+    recv_copy: float = 0.0
+    input_copy: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (*KEYS, "activation_bytes"):
@@ -96,7 +117,7 @@ class Costs:
             if value is None and name != "F":
                 continue
             object.__setattr__(self, name, _as_cost(name, value))
-        for name in ("comm", "comm_bytes"):
+        for name in ("comm", "comm_bytes", "send_copy", "recv_copy", "input_copy"):
             object.__setattr__(self, name, as_quantity(getattr(self, name), name, "Costs"))
         if self.bandwidth is not None:
             bandwidth = as_quantity(
@@ -160,6 +181,13 @@ class Costs:
         True with a topology, with contention, or when sends do not overlap compute.
         """
         return self.topology is not None or self.contention or not self.overlap_send
+
+    @property
+    def device_model(self) -> bool:
+        """Whether the simulator must time ranks on their devices
+        (:mod:`ppbook.shared_device`): copies occupy the ranks, or ranks share a device."""
+        sharing = self.topology is not None and self.topology.ranks_per_device > 1
+        return bool(self.send_copy or self.recv_copy or self.input_copy or sharing)
 
     def link(self, sender: int, receiver: int) -> Link:
         """The link from rank ``sender`` to rank ``receiver``: the topology's, or one link

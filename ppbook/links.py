@@ -16,6 +16,13 @@ one (InfiniBand, Ethernet), and the device each rank runs on (rank r on device r
 stage placement across nodes decides which stage boundaries pay the slow link: p = 16
 ranks on two nodes of 8 cross nodes between ranks 7 and 8 only.
 
+Ranks may share a device (``ranks_per_device`` > 1: rank r on device r // ranks_per_device
+by default), as two ranks on one GPU do in the GPU demo's shared-GPU mode (chapter 9).
+Their compute then competes for the device: while k of its ranks compute at once, each
+progresses ``1 + (k - 1) * interference`` times slower than alone (``interference`` 1:
+the device time-slices them, their total rate is that of one; 0: they do not slow each
+other). :mod:`ppbook.shared_device` simulates it.
+
 Bandwidths are in bytes per time unit of the costs and latencies in time units, as the
 simulator knows no seconds; :meth:`Link.from_gb_per_s` converts the nominal figures of
 ``data/links.csv`` (GB/s, 1 GB = 10^9 bytes, per direction; :func:`nominal_links` reads
@@ -110,15 +117,22 @@ class Topology:
     ``intra_node`` joins devices of one node; ``inter_node`` joins devices of different
     nodes, each node holding ``devices_per_node`` devices (give both, or neither: then
     every device is on one node). ``placement[rank]`` is the device of each rank (default
-    rank r on device r); given, it names one distinct device for every rank of the
-    schedule (:meth:`check`). Each direction between two ranks is its own link: messages
-    from rank a to rank b queue behind each other, not behind those from b to a.
+    rank r on device r // ranks_per_device); given, it names a device for every rank of
+    the schedule (:meth:`check`), no device for more than ``ranks_per_device`` ranks.
+    Each direction between two ranks is its own link: messages from rank a to rank b
+    queue behind each other, not behind those from b to a.
+
+    ``ranks_per_device`` (default 1) ranks share each device; while k ranks of one device
+    compute at once, each runs ``1 + (k - 1) * interference`` times slower than alone
+    (the module's docstring). Two ranks on one device still talk over ``intra_node``.
     """
 
     intra_node: Link
     inter_node: Link | None = None
     devices_per_node: int | None = None
     placement: tuple[int, ...] | None = None
+    ranks_per_device: int = 1
+    interference: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("intra_node", "inter_node"):
@@ -136,6 +150,15 @@ class Topology:
         if self.devices_per_node is not None:
             count = as_count(self.devices_per_node, "devices_per_node", "Topology")
             object.__setattr__(self, "devices_per_node", count)
+        sharing = as_count(self.ranks_per_device, "ranks_per_device", "Topology")
+        object.__setattr__(self, "ranks_per_device", sharing)
+        interference = as_quantity(
+            self.interference,
+            "interference (slowdown each further rank computing on a device adds, 0 to 1 "
+            "and beyond)",
+            "Topology",
+        )
+        object.__setattr__(self, "interference", interference)
         if self.placement is not None:
             if isinstance(self.placement, str | bytes) or not hasattr(self.placement, "__iter__"):
                 raise ValueError(
@@ -146,14 +169,21 @@ class Topology:
                 as_count(d, f"placement[{r}] (a device)", "Topology", minimum=0)
                 for r, d in enumerate(self.placement)
             )
-            seen: dict[int, int] = {}
+            seen: dict[int, list[int]] = {}
             for rank, device in enumerate(devices):
-                if device in seen:
+                seen.setdefault(device, []).append(rank)
+                if len(seen[device]) <= sharing:
+                    continue
+                if sharing == 1:
                     raise ValueError(
-                        f"Topology placement puts ranks {seen[device]} and {rank} on device "
-                        f"{device}: give each rank its own device"
+                        f"Topology placement puts ranks {seen[device][0]} and {rank} on device "
+                        f"{device}: give each rank its own device (or raise ranks_per_device)"
                     )
-                seen[device] = rank
+                raise ValueError(
+                    f"Topology placement puts ranks {', '.join(map(str, seen[device]))} on "
+                    f"device {device}, more than ranks_per_device = {sharing}: spread them out "
+                    "or raise ranks_per_device"
+                )
             object.__setattr__(self, "placement", devices)
 
     def check(self, num_ranks: int) -> None:
@@ -166,7 +196,13 @@ class Topology:
 
     def device(self, rank: int) -> int:
         """The device ``rank`` runs on."""
-        return rank if self.placement is None else self.placement[rank]
+        if self.placement is None:
+            return rank // self.ranks_per_device
+        return self.placement[rank]
+
+    def shares_devices(self, num_ranks: int) -> bool:
+        """Whether two of ``num_ranks`` ranks run on one device."""
+        return len({self.device(rank) for rank in range(num_ranks)}) < num_ranks
 
     def node(self, rank: int) -> int:
         """The node ``rank``'s device is on (0 when there is one node)."""

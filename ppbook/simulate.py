@@ -35,13 +35,18 @@ for the whole previous step (the all-reduce before the optimizer step), so each 
 copy of the first, shifted by its makespan; with ``sync="none"`` (the Zero Bubble paper's
 post-validation, its section 4) a rank starts its next step as soon as its own work and
 its inputs allow, and the steps overlap at the pipeline's ends.
+
+Ranks that share a device, and messages that occupy their sender and receiver for a copy
+(:attr:`Costs.device_model`: a topology's ``ranks_per_device``, ``send_copy``,
+``recv_copy``), are timed by :mod:`ppbook.shared_device`, an event-driven simulation of
+the devices (chapter 9).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ppbook import limits
+from ppbook import limits, shared_device
 from ppbook.checks import as_count, shown
 from ppbook.costs import Costs
 from ppbook.dependencies import sends
@@ -152,6 +157,12 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
                     keys.append(key)
         return duration, keys
 
+    if costs.device_model:  # ranks share devices, or copies occupy them
+        starts, ends, position = shared_device.run(schedule, costs, per_stage)
+        if sum(position) < n:
+            raise ScheduleError(_stuck_report(schedule, index, position, general_deps))
+        return _timeline(schedule, costs, starts, ends)
+
     # Each rank runs as far as it can; a rank blocked on a step sleeps until that step ends.
     end = [-1.0] * n  # -1: not run yet
     start = [0.0] * n
@@ -218,10 +229,20 @@ def _simulate_once(schedule: Schedule, costs: Costs | None) -> Timeline:
 
     if finished < n:
         raise ScheduleError(_stuck_report(schedule, index, position, general_deps))
-    return Timeline.from_arrays(
+    return _timeline(
         schedule,
+        costs,
         [start[first[r] : first[r] + lengths[r]] for r in range(num_ranks)],
         [end[first[r] : first[r] + lengths[r]] for r in range(num_ranks)],
+    )
+
+
+def _timeline(schedule: Schedule, costs: Costs, starts, ends) -> Timeline:
+    """The simulated timeline of ``schedule`` from each rank's start and end times."""
+    return Timeline.from_arrays(
+        schedule,
+        starts,
+        ends,
         activation_bytes=costs.activation_bytes_per_stage(
             schedule.num_stages, share=schedule.chunk_share
         ),

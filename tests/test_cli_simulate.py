@@ -206,3 +206,31 @@ def test_dualpipe_round_trips_through_csv_files(tmp_path, capsys):
     assert main(["simulate", "--from-csv", str(path), "--routes", "two-way", "--json"]) == 0
     loaded = json.loads(capsys.readouterr().out)
     assert loaded["makespan"] == built["makespan"] and loaded["idle"] == built["idle"]
+
+
+def test_two_ranks_on_one_device_slow_each_other_and_copies_occupy_them(capsys):
+    # GPipe p = 2, m = 2, F = 1, B = 2 on one device time-sliced (interference 1): worked
+    # out by hand in tests/test_shared_device.py, makespan 12 (9 on two devices).
+    base = ["--schedule", "gpipe", "--stages", "2", "--microbatches", "2", "--json"]
+    status, out, _ = run(capsys, *base, "--ranks-per-device", "2", "--interference", "1")
+    assert status == 0 and json.loads(out)["makespan"] == 12
+    status, out, _ = run(capsys, *base[:-1], "--microbatches", "1", "--json", "--send-copy", "0.5")
+    # p = 2, m = 1: F0 [0, 1], sender busy to 1.5, F0 [1.5, 2.5], B0 [2.5, 4.5], busy to
+    # 5, B0 [5, 7]: 7 (the plain model's (m + p - 1)(F + B) = 6, plus two copies).
+    assert status == 0 and json.loads(out)["makespan"] == 7
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--interference", "0.5"], "--interference needs --ranks-per-device 2 or more"),
+        (["--ranks-per-device", "0"], "--ranks-per-device must be >= 1"),
+        (["--send-copy", "-1"], "--send-copy"),
+        (["--ranks-per-device", "2", "--interference", "-1"], "--interference"),
+    ],
+)
+def test_bad_shared_device_options_are_refused_in_one_line(capsys, flags, message):
+    status, _, err = run(
+        capsys, "--schedule", "1f1b", "--stages", "2", "--microbatches", "2", *flags
+    )
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1

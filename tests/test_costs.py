@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ppbook.costs import Costs
+from ppbook.links import Link, Topology
 from ppbook.schedules import gpipe, one_f_one_b
 from ppbook.simulate import simulate
 
@@ -92,3 +93,14 @@ def test_peak_bytes_too_large_for_a_float_are_refused():
     timeline = simulate(gpipe(1, 2), Costs(activation_bytes=1e308))  # holds 2e308 bytes
     with pytest.raises(ValueError, match="peak activation bytes is not a finite number"):
         timeline.metrics()
+
+
+def test_copies_are_checked_and_switch_on_the_device_model():
+    assert not Costs().device_model
+    assert Costs(send_copy=0.5).device_model and Costs(input_copy=0.1).device_model
+    shared = Topology(Link(), ranks_per_device=2)
+    assert Costs(topology=shared).device_model and not Costs(topology=Topology(Link())).device_model
+    with pytest.raises(ValueError, match="recv_copy"):
+        Costs(recv_copy=-1)
+    with pytest.raises(ValueError, match="send_copy"):
+        Costs(send_copy=float("nan"))

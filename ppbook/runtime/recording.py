@@ -6,7 +6,9 @@
 and every step's measured timeline of every schedule it ran. :func:`load_recordings`
 reads them back as :class:`Recording` objects, whose :meth:`~Recording.comparison` sets a
 recorded step beside the simulator's prediction under the costs measured in that run
-(:func:`ppbook.runtime.measure.compare_steps`), as chapter 3 does for a live run.
+(:func:`ppbook.runtime.measure.compare_steps`), as chapter 3 does for a live run. A run in
+shared-GPU mode is simulated with what sharing the GPU and the host-memory path cost, as
+the recording itself measures them (:mod:`ppbook.runtime.shared_gpu`, chapter 9).
 
 GPU recordings live in the repository's ``data/gpu_demo/`` (:data:`GPU_DATA`). A file
 there that was not recorded on GPUs is refused: the book never shows CPU numbers as GPU
@@ -21,11 +23,14 @@ import platform
 import statistics
 import subprocess
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from ppbook.runtime.measure import Comparison, compare_steps
-from ppbook.runtime.result import typical_step
+from ppbook.runtime.result import after_warm_up, typical_step
+from ppbook.runtime.shared_gpu import Mechanism, mechanism, shared_gpu_costs
 from ppbook.schedule import Schedule
+from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 
 FORMAT = "ppbook-gpu-demo/1"
@@ -95,9 +100,29 @@ class Recording:
         """The typical step of ``name`` (:func:`~ppbook.runtime.result.typical_step`)."""
         return typical_step(self.runs[name])
 
-    def comparison(self, name: str) -> Comparison:
-        """The typical step of ``name`` beside its simulation under the measured costs."""
-        return compare_steps(self.runs[name])
+    @cached_property
+    def mechanism(self) -> Mechanism:
+        """What sharing a GPU and the host-memory path cost in this run, measured on every
+        schedule's steps after the warm-up (:func:`ppbook.runtime.shared_gpu.mechanism`)."""
+        return mechanism([step for steps in self.runs.values() for step in after_warm_up(steps)])
+
+    def comparison(self, name: str, shared: bool | None = None) -> Comparison:
+        """The typical step of ``name`` beside its simulation under the measured costs.
+
+        ``shared`` (default: whether the run was in shared-GPU mode): simulate the ranks on
+        one GPU, with the copies through host memory occupying them, under
+        :meth:`mechanism` (:func:`~ppbook.runtime.shared_gpu.shared_gpu_costs`); False: the
+        plain model, every transfer a delay that occupies no rank
+        (:func:`~ppbook.runtime.measure.compare_steps`)."""
+        if name not in self.runs:
+            raise ValueError(f"the recording has no run of {name!r}; it has {', '.join(self.runs)}")
+        if not (self.mode == "shared-gpu" if shared is None else shared):
+            return compare_steps(self.runs[name])
+        steps = self.runs[name]
+        measured = typical_step(steps)
+        ranks = max(1, measured.num_ranks // max(1, len(self.hardware.get("gpus") or [1])))
+        costs = shared_gpu_costs(steps, self.mechanism, ranks_per_device=ranks)
+        return Comparison(measured, simulate(measured.schedule, costs), costs)
 
     def describe(self) -> str:
         """Where, when and how the recording was made, in a few lines."""
@@ -251,10 +276,17 @@ def plot_comparison(comparison: Comparison, where: str):
         f"{kind} " + ", ".join(f"{1e3 * t:.3g}" for t in _per_stage(getattr(costs, kind)))
         for kind in "FB"
     )
+    shared = ""
+    if costs.device_model:
+        share = costs.topology.interference if costs.topology is not None else 0.0
+        shared = (
+            f"\ncopies (ms): send {1e3 * costs.send_copy:.3g}, receive {1e3 * costs.recv_copy:.3g}"
+            f", input {1e3 * costs.input_copy:.3g}; interference c = {share:.2f}"
+        )
     headings = (
         f"measured on {where}",
         f"simulated under the measured costs (ms, per stage): {per_stage}; "
-        f"transfer {1e3 * costs.transfer:.3g}",
+        f"transfer {1e3 * costs.transfer:.3g}{shared}",
     )
     for ax, heading in zip(axes, headings, strict=True):
         ax.set_title(f"{heading}\n{ax.get_title()}", fontsize="medium")
