@@ -4,6 +4,7 @@ question that says what to do next, JSON and CSV reports, and the isolation in f
 import csv
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -21,6 +22,11 @@ STUDENT = FIXTURES / "instructor" / "student" / "00_fixture.ipynb"
 FAST = {"questions": QUESTIONS, "timeout": 30, "cell_timeout": 10}
 
 
+def _uid_free(isolation: str) -> str:
+    """The isolation line without its sandbox uid, which differs between graders at once."""
+    return re.sub(r"uid \d+", "uid N", isolation)
+
+
 def test_the_instructor_version_scores_full_marks():
     report = grade(INSTRUCTOR, **FAST)
     assert (report.score, report.max_score) == (5, 5)
@@ -28,7 +34,7 @@ def test_the_instructor_version_scores_full_marks():
         "square is right for -3..3",
         "hypotenuse(3, 4) = 5",
     ]
-    assert report.isolation == sandbox.choose().describe()
+    assert _uid_free(report.isolation) == _uid_free(sandbox.choose().describe())
 
 
 def test_the_student_copy_scores_zero_with_one_line_per_question_naming_the_stub():
@@ -64,7 +70,7 @@ def test_every_isolation_that_works_here_grades_the_same(mode):
         pytest.skip(f"{mode} does not work on this machine")
     report = grade(INSTRUCTOR, isolation=mode, **FAST)
     assert report.score == 5
-    assert report.isolation == chosen.describe()
+    assert _uid_free(report.isolation) == _uid_free(chosen.describe())
 
 
 @pytest.mark.parametrize(

@@ -43,9 +43,11 @@ class Question:
     module: bool = False
     run: str = ""
     """A module of ppbook that the grader runs itself, outside the submission's kernel and
-    inside the same walls (``python -I -m RUN ANSWER_PATH`` in the submission's copy), for
-    what must be measured rather than reported by the kernel; questions that name the same
-    module share one run. Empty: ``collect`` is evaluated in the kernel."""
+    inside the same walls (``python -I -m RUN ANSWER_PATH`` in the submission's copy, with
+    the files the notebook's cells wrote there), after the kernel closed, for what must be
+    measured rather than reported by the kernel; questions that name the same module share
+    one run, whose time limit is their largest ``timeout`` (:mod:`ppbook.assign.measure`).
+    Empty: ``collect`` is evaluated in the kernel."""
     variant: Callable[[random.Random], Question] | None = None
     """Draws the question the grader asks: the same question on cases drawn at grading time
     (``collect`` and ``score`` bound to them), so that no table of the cases can answer
@@ -102,66 +104,75 @@ ASSIGNMENTS: dict[str, list[Question]] = {
             "interleaved_makespan_with_transfer",
             "the makespan with a transfer time c on every message between ranks",
         ),
-        _question(
-            "1.4",
-            2,
-            _calls("best_chunks", score_bubble.CHUNK_CASES),
-            score_bubble.score_chunks,
-            "best_chunks",
-            "the v past which more chunks no longer pay on a link",
+        score_bubble.varied(  # the grader asks it on cases it draws (Question.variant)
+            _question(
+                "1.4",
+                2,
+                score_bubble.chunk_calls(score_bubble.CHUNK_CASES),
+                score_bubble.score_chunks,
+                "best_chunks",
+                "the v past which more chunks no longer pay on a link",
+            )
         ),
     ],
     "02_one_f_one_b": [
-        _question(
-            "2.1",
-            4,
-            _calls("one_f_one_b_rows", score_schedules.MANY_MICROBATCHES),
-            score_schedules.score_many_microbatches,
-            "one_f_one_b_rows",
-            "1F1B for m >= p: valid, and (m+p-1)(F+B)",
-        ),
-        _question(
-            "2.2",
-            3,
-            _calls("one_f_one_b_rows", score_schedules.FEW_MICROBATCHES),
-            score_schedules.score_few_microbatches,
-            "one_f_one_b_rows",
-            "1F1B for m < p: valid, and (m+p-1)(F+B)",
-        ),
-        _question(
-            "2.3",
-            3,
-            _calls(
+        score_schedules.varied(  # the grader asks it on (p, m) it draws (Question.variant)
+            _question(
+                "2.1",
+                4,
+                score_schedules.calls(score_schedules.MANY_MICROBATCHES),
+                score_schedules.score_many_microbatches,
                 "one_f_one_b_rows",
-                score_schedules.MANY_MICROBATCHES + score_schedules.FEW_MICROBATCHES,
-            ),
-            score_schedules.score_memory,
-            "one_f_one_b_rows",
-            "1F1B's memory: rank r holds at most min(p - r, m) micro-batches",
+                "1F1B for m >= p: valid, 1F1B's order on every rank, and its time",
+            )
+        ),
+        score_schedules.varied(
+            _question(
+                "2.2",
+                3,
+                score_schedules.calls(score_schedules.FEW_MICROBATCHES),
+                score_schedules.score_few_microbatches,
+                "one_f_one_b_rows",
+                "1F1B for m < p: valid, 1F1B's order on every rank, and its time",
+            )
+        ),
+        score_schedules.varied(
+            _question(
+                "2.3",
+                3,
+                score_schedules.calls(
+                    score_schedules.MANY_MICROBATCHES + score_schedules.FEW_MICROBATCHES
+                ),
+                score_schedules.score_memory,
+                "one_f_one_b_rows",
+                "1F1B's order and memory: rank r holds at most min(p - r, m) micro-batches",
+            )
         ),
     ],
     "03_send_receive": [
-        _question(
-            "3.1",
-            4,
-            "__import__('ppbook.assign.transport', fromlist=['_'])"
-            f".pipeline_gradients({transport.TRANSPORT!r})",
-            transport.score_loss,
-            transport.TRANSPORT,
-            "the forward: the pipeline's loss equals one process's",
-            timeout=120,
-            module=True,
+        transport.measured_question(  # run: measured by the grader, outside the kernel
+            _question(
+                "3.1",
+                4,
+                transport.COLLECT,
+                transport.score_loss,
+                transport.TRANSPORT,
+                "the forward: the pipeline's loss equals one process's",
+                timeout=180,
+                module=True,
+            )
         ),
-        _question(
-            "3.2",
-            6,
-            "__import__('ppbook.assign.transport', fromlist=['_'])"
-            f".pipeline_gradients({transport.TRANSPORT!r})",
-            transport.score_gradients,
-            transport.TRANSPORT,
-            "the backward: every gradient equals one process's",
-            timeout=120,
-            module=True,
+        transport.measured_question(
+            _question(
+                "3.2",
+                6,
+                transport.COLLECT,
+                transport.score_gradients,
+                transport.TRANSPORT,
+                "the backward: every gradient and parameter after the step equals one process's",
+                timeout=180,
+                module=True,
+            )
         ),
     ],
     "04_design_a_schedule": [
@@ -171,7 +182,7 @@ ASSIGNMENTS: dict[str, list[Question]] = {
             "my_schedule()",
             score_schedules.score_design,
             "my_schedule",
-            "the smallest makespan within the memory limit (ZB-H1's or less: full marks)",
+            "the smallest makespan within the memory limit (within 2 % of the bound: full marks)",
         ),
     ],
 }
@@ -179,22 +190,50 @@ ASSIGNMENTS: dict[str, list[Question]] = {
 
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "01_interleaved_bubble": ("ppbook.symbolic.schedules", "ppbook.closed_form"),
-    "02_one_f_one_b": ("ppbook.schedules", "ppbook.pytorch_csv", "torch.distributed.pipelining"),
+    "01_interleaved_bubble": (
+        "ppbook.symbolic.schedules",
+        "ppbook.symbolic.interleaved_makespan",
+        "ppbook.symbolic.interleaved_bubble",
+        "ppbook.symbolic.interleaved_bubble_fraction",
+        "ppbook.symbolic.interleaved_bubble_ratio",
+        "ppbook.symbolic.one_f_one_b_makespan",
+        "ppbook.symbolic.one_f_one_b_bubble",
+        "ppbook.symbolic.pipeline_makespan",
+        "ppbook.symbolic.bubble_fraction_of",
+        "ppbook.symbolic.bubble_ratio_of",
+        "ppbook.symbolic.bubble",
+        "ppbook.symbolic.bubble_expr",
+        "ppbook.symbolic.sizing",
+        "ppbook.symbolic.numeric",
+        "ppbook.symbolic.formula",
+        "ppbook.symbolic.formulas",
+        "ppbook.closed_form",
+        "ppbook.critical_path",
+        "ppbook.views.bubble",
+        "ppbook.widgets.bubble",
+        "ppbook.assign.score_bubble",
+        "ppbook.assign.equality",
+    ),
+    "02_one_f_one_b": score_schedules.READY_MADE_ORDERS,
     "03_send_receive": (
         "ppbook.runtime.execute.StepRunner.receive",
         "ppbook.runtime.execute.StepRunner.deliver",
+        "ppbook.runtime.execute.StepRunner._take",
+        "ppbook.runtime.execute.StepRunner._put",
+        "ppbook.runtime.reference",
+        "ppbook.assign.guarded_transport",
+        "ppbook.assign.measure_transport",
     ),
-    "04_design_a_schedule": (
-        "ppbook.schedules",
-        "ppbook.pytorch_csv",
-        "torch.distributed.pipelining",
-    ),
+    "04_design_a_schedule": score_schedules.READY_MADE_ORDERS,
 }
 """What each assignment asks the reader to write and so refuses to see called: qualified
 names of modules, functions or methods (a name forbids everything below it). The grader
-(:mod:`ppbook.assign.forbidden`) looks for them in the submission's code and refuses the
-assignment's marks where it finds one."""
+looks for them, without running anything (:func:`ppbook.assign.forbidden.scan`: imports,
+aliases, attribute chains, import functions and ``getattr`` with constant strings,
+re-exports resolved to where an object is defined), in every code cell of the notebook and
+every ``.py`` file of its folder; one found costs every question of the assignment its
+marks, with a line naming it. The notebook's self-check scans the answer's own code the
+same way (:mod:`ppbook.exercises.assignments`)."""
 
 
 def questions_for(notebook_path: str | Path) -> list[Question]:

@@ -3,20 +3,27 @@
 - ``ppbook assign build [--check] [--source DIR]``: write the student copies
   (:func:`ppbook.assign.build.build`); ``--check`` writes nothing and exits 1 naming every
   student copy that is not what ``build`` would write.
-- ``ppbook assign grade SUBMISSION.ipynb [--json] [--timeout S] [--cell-timeout S]``: run the
-  submission in a fresh sandboxed kernel and print a score per question, the total and the
-  isolation in force (:func:`ppbook.assign.grade.grade`); ``--json`` prints one object.
-- ``ppbook assign grade FOLDER [--csv OUT]``: grade every notebook in FOLDER and write one CSV
-  of scores (default ``scores.csv`` in the current folder) and say where.
+- ``ppbook assign grade SUBMISSION.ipynb [--json] [--timeout S] [--cell-timeout S] [--seed N]``:
+  run the submission in a fresh sandboxed kernel and print a score per question, the total,
+  the isolation in force and the seed its cases were drawn from
+  (:func:`ppbook.assign.grade.grade`); ``--json`` prints one object. Time limits are more
+  than 0 and at most a day; anything else (``inf``, ``nan``, ``-1``) is a one-line error.
+- ``ppbook assign grade FOLDER [--csv OUT] [--jobs N]``: grade every notebook in FOLDER, N at
+  once (default: the CPUs; :mod:`ppbook.assign.classroom`), and write one CSV of scores
+  (default ``scores.csv`` in the current folder; not a folder or a link) and say where. A
+  submission that cannot be graded gets 0 and a note; the others are graded.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import os
 import sys
 from pathlib import Path
+
+from ppbook.assign import release
+from ppbook.assign.report import clean
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -48,7 +55,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         choices=("bwrap", "unshare", "user", "none"),
         help="force a sandbox (default: the strongest that works here; see the report)",
     )
+    grade.add_argument(
+        "--jobs", type=int, default=None, help="submissions graded at once (default: the CPUs)"
+    )
+    grade.add_argument(
+        "--seed", type=int, default=None, help="draw the questions' cases from this seed"
+    )
     grade.set_defaults(handler=_grade)
+    release.add_parser(sub)  # ppbook assign release OUT [--source DIR]
     return parser
 
 
@@ -67,53 +81,76 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_JOBS = 64
+"""The most submissions ``--jobs`` grades at once."""
+
+
 def _limits(args: argparse.Namespace) -> dict:
-    from ppbook.assign.grade import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT
+    """The grading options of ``args``, each checked: ValueError with one line if not."""
+    from ppbook.assign.grade import DEFAULT_CELL_TIMEOUT, DEFAULT_TIMEOUT, check_seconds
 
     timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     cell = DEFAULT_CELL_TIMEOUT if args.cell_timeout is None else args.cell_timeout
-    return {"timeout": timeout, "cell_timeout": min(cell, timeout), "isolation": args.isolation}
+    timeout, cell = check_seconds(timeout, "--timeout"), check_seconds(cell, "--cell-timeout")
+    if args.seed is not None and args.seed < 0:
+        raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
+    return {
+        "timeout": timeout,
+        "cell_timeout": min(cell, timeout),
+        "isolation": args.isolation,
+        "seed": args.seed,
+    }
 
 
 def _grade(args: argparse.Namespace) -> int:
     from ppbook.assign.grade import grade
 
+    options = _limits(args)
     if args.path.is_dir():
-        return _grade_folder(args)
-    report = grade(args.path, **_limits(args))
+        return _grade_folder(args, options)
+    report = grade(args.path, **options)
     print(json.dumps(report.as_dict(), indent=1) if args.json else report.text())
     return 0
 
 
-def _grade_folder(args: argparse.Namespace) -> int:
-    from ppbook.assign.grade import grade
+def _jobs(args: argparse.Namespace) -> int:
+    if args.jobs is None:
+        return max(1, min(len(os.sched_getaffinity(0)), MAX_JOBS))
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise ValueError(f"--jobs must be a whole number from 1 to {MAX_JOBS}, got {args.jobs}")
+    return args.jobs
 
+
+def _csv_path(out: Path) -> Path:
+    """``--csv`` checked before any grading: a file's path whose folder exists."""
+    if out.is_symlink():
+        raise ValueError(f"--csv {out} is a symbolic link: give the path of a regular file")
+    if out.is_dir():
+        raise ValueError(
+            f"--csv {out} is a folder: give a file's path, such as {out / 'scores.csv'}"
+        )
+    if out.exists() and not out.is_file():
+        raise ValueError(f"--csv {out} is not a regular file: give the path of one")
+    if not out.resolve().parent.is_dir():
+        raise ValueError(f"--csv {out}: the folder {out.resolve().parent} does not exist")
+    return out.resolve()
+
+
+def _grade_folder(args: argparse.Namespace, options: dict) -> int:
+    from ppbook.assign.classroom import grade_all, rows, write_csv
+
+    out, jobs = _csv_path(args.csv), _jobs(args)
     notebooks = sorted(args.path.glob("*.ipynb"))
     if not notebooks:
         raise ValueError(f"no notebooks (*.ipynb) in {args.path}")
-    rows, names = [], []
-    for path in notebooks:
-        try:
-            report = grade(path, **_limits(args))
-        except ValueError as exc:  # one bad notebook does not stop the others
-            rows.append({"notebook": path.name, "score": 0, "max_score": "", "notes": str(exc)})
-            print(f"{path.name}: not graded: {exc}", file=sys.stderr)
-            continue
-        row = {"notebook": path.name, "assignment": report.assignment, "score": report.score}
-        row |= {"max_score": report.max_score, "notes": " | ".join(report.notes)}
-        for q in report.questions:
-            row[q.name] = q.score
-            row[f"{q.name} feedback"] = q.feedback
-            if q.name not in names:
-                names.append(q.name)
-        rows.append(row)
-        print(report.text())
-    columns = ["notebook", "assignment", "score", "max_score"]
-    columns += [c for n in names for c in (n, f"{n} feedback")] + ["notes"]
-    out = args.csv.resolve()
-    with out.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote the scores of {len(rows)} notebooks to {out}")
+
+    def done(path: Path, result) -> None:
+        if isinstance(result, str):
+            print(f"{clean(path.name)}: {result}", file=sys.stderr)
+        else:
+            print(result.text(), flush=True)
+
+    results = grade_all(notebooks, jobs=jobs, done=done, **options)
+    write_csv(out, *rows(notebooks, results))
+    print(f"wrote the scores of {len(results)} notebooks to {out}")
     return 0

@@ -63,7 +63,8 @@ _CHAPTERS = {
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of checking one answer: ``status`` is right, wrong or unanswered."""
+    """The outcome of checking one answer: ``status`` is right, wrong, unanswered, or
+    deferred (inside the grader's kernel, a check the grader makes itself afterwards)."""
 
     exercise: str
     status: str
@@ -76,7 +77,12 @@ class Verdict:
     @property
     def text(self) -> str:
         """The verdict as one line of plain text."""
-        head = {"right": "right", "wrong": "not yet", "unanswered": "not answered yet"}
+        head = {
+            "right": "right",
+            "wrong": "not yet",
+            "unanswered": "not answered yet",
+            "deferred": "left to the grader",
+        }
         line = f"Exercise {self.exercise}, {head[self.status]}: {self.message}"
         if self.hint:
             line += f" Hint: {self.hint}"
@@ -86,8 +92,8 @@ class Verdict:
         return self.text
 
     def _repr_html_(self) -> str:
-        colour = {"right": "#1a7f37", "wrong": "#b35900", "unanswered": "#555"}[self.status]
-        mark = {"right": "&#10004;", "wrong": "&#10008;", "unanswered": "&#8230;"}[self.status]
+        colour = {"right": "#1a7f37", "wrong": "#b35900"}.get(self.status, "#555")
+        mark = {"right": "&#10004;", "wrong": "&#10008;"}.get(self.status, "&#8230;")
         return (
             f'<div style="color:{colour}"><b>{mark} {html.escape(self.text)}</b></div>'
             if self.status == "right"
@@ -142,6 +148,12 @@ def exercise(
 def right(message: str) -> tuple[str, str, str]:
     """A right answer, with what makes it right."""
     return ("right", message, "")
+
+
+def deferred(message: str) -> tuple[str, str, str]:
+    """A check not made here because the grader makes it itself (assignment 3's measurement,
+    inside the grading kernel): neither right nor wrong."""
+    return ("deferred", message, "")
 
 
 def wrong(message: str, hint: str = "") -> tuple[str, str, str]:
@@ -231,10 +243,11 @@ def check(id: str, answer: object, **context) -> Verdict:
 def assert_right(id: str, answer: object, **context) -> Verdict:
     """:func:`check` for a notebook whose answer must be right (the instructor versions of
     the assignments): the verdict when right, else AssertionError with its line, so that
-    running the notebook (nbval, CI) fails on a wrong solution. ``ppbook assign build``
+    running the notebook (nbval, CI) fails on a wrong solution (a check deferred to the
+    grader passes). ``ppbook assign build``
     turns each call into :func:`check` in the student copies."""
     verdict = check(id, answer, **context)
-    if not verdict:
+    if verdict.status not in ("right", "deferred"):
         raise AssertionError(verdict.text)
     return verdict
 

@@ -106,8 +106,8 @@ def _three_counts(answer) -> tuple[int, int, int] | None:
     "(1, 64), tp = 8 leaves the shortest pipeline: its bubble is smallest, and its "
     "stages fit with selective recomputation where the longer pipelines need full "
     "recomputation. `size(GPT3, 256, Hardware(64, **A100_SXM_80GB), top=1)`: (8, 8, 1), "
-    "ZB-V, about 49 s a step against 60 s for (4, 16, 1) (the GPU model, "
-    "`ppbook.layer_time`).",
+    "ZB-H1, about 53 s a step against 62 s for (4, 16, 1) (the GPU model, "
+    "`ppbook.layer_time`, and the step's own work, `ppbook.step_work`).",
     answer_name="answer_2",
 )
 def _choose_split(answer):
