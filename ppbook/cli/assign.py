@@ -12,6 +12,9 @@
   once (default: the CPUs; :mod:`ppbook.assign.classroom`), and write one CSV of scores
   (default ``scores.csv`` in the current folder; not a folder or a link) and say where. A
   submission that cannot be graded gets 0 and a note; the others are graded.
+- ``ppbook assign release OUT [--source DIR]``: a student release, the folder OUT and
+  ``OUT.zip`` (the same bytes every time), with nothing of the solutions
+  (:mod:`ppbook.assign.release`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="course assignments: build student copies, grade submissions",
         description="Build the student copies of the assignments, or grade submissions.",
     )
-    sub = parser.add_subparsers(dest="action", required=True, metavar="{build,grade}")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{build,grade,release}")
     build = sub.add_parser("build", help="write notebooks/assignments/student/ from the solutions")
     build.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     build.add_argument("--source", type=Path, help="the instructor notebooks' folder")
