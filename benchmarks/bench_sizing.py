@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ppbook import sizing, sizing_costs
+from ppbook import layer_time, sizing, sizing_costs, sizing_step, step_work
 from ppbook.memory import ModelShape
 from ppbook.sizing import size
 from ppbook.sizing_costs import A100_SXM_80GB, Hardware
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="options ranked (0: all)")
     args = parser.parse_args()
     for name, shape, batch, hardware in SEARCHES:
-        for module in (sizing, sizing_costs):  # every cache of the search, emptied
+        for module in (sizing, sizing_costs, sizing_step, layer_time, step_work):  # every cache
             for value in vars(module).values():
                 if hasattr(value, "cache_clear"):
                     value.cache_clear()

@@ -36,10 +36,15 @@ figures (:mod:`ppbook.gpu_cards`: dense BF16 peak ``P``, HBM bandwidth ``M``):
 
 ``I`` adds recomputation: all of ``F`` again (full) or the attention's forward (selective).
 ``B = I + W``. The last model part adds the output head (a GEMM of h x V/t, its loss over
-fp32 logits: 12 bytes a logit forward, 10 backward) and the final LayerNorm; the embedding
-lookup is left out. Tensor parallelism's all-reduces are added by the sizing search
-(:mod:`ppbook.sizing_costs`). The four constants were fitted to one GPT layer timed on an
-NVIDIA H200 (``data/h200_layer_times.jsonl``) by ``benchmarks/bench_layer.py --fit``.
+fp32 logits: 12 bytes a logit forward, 10 backward) and the final LayerNorm. Dropout
+(``dropout``; by default with standard attention only, :data:`DROPOUT_DEFAULT`) adds
+:data:`DROPOUT_ELEMENTS` of traffic per element dropped: the attention probabilities with
+standard attention, and the outputs of attention and the MLP. What a training step adds
+beyond the passes measured (each micro-batch's gradient accumulation, the embedding on the
+first part, tensor parallelism's all-reduces, the optimizer step) is added by the sizing
+search (:mod:`ppbook.step_work`, :mod:`ppbook.sizing_costs`). The four constants were
+fitted to one GPT layer timed on an NVIDIA H200 (``data/h200_layer_times.jsonl``) by
+``benchmarks/bench_layer.py --fit``.
 """
 
 from __future__ import annotations
@@ -78,6 +83,20 @@ BYTES = 2
 DROPOUT_ELEMENTS = 2.5
 """HBM traffic of one dropout, in 16-bit elements per element dropped: read, write and a
 one-byte mask forward; read, mask and write backward."""
+DROPOUT_DEFAULT = {"flash": False, "standard": True}
+"""Whether the block drops out when not told (``dropout=None``). ``"standard"`` stands for
+the GPT block of Megatron-LM's and GPT-3's time, attention that materialises its scores,
+trained with dropout 0.1 on the attention probabilities and after attention and the MLP
+(Megatron-LM's defaults, which its 2021 runs kept; ppbook's activation memory, after
+Korthikanti et al., counts those masks too). ``"flash"`` stands for the block timed on the
+H200, trained as recent recipes train it, without dropout."""
+
+
+def dropout_of(attention: str, dropout: bool | None) -> bool:
+    """``dropout``, or when it is ``None`` the attention's default (:data:`DROPOUT_DEFAULT`)."""
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+    return DROPOUT_DEFAULT[attention] if dropout is None else bool(dropout)
 
 
 class Device(NamedTuple):
@@ -161,13 +180,13 @@ def layer_parts(
     parallel: Parallel,
     device: Device,
     attention: str = "flash",
-    dropout: bool = False,
+    dropout: bool | None = None,
     c: Constants = DEFAULTS,
 ) -> LayerParts:
-    """One layer's ``F``, ``I`` and ``W`` by kind of work (see the module's docstring)."""
+    """One layer's ``F``, ``I`` and ``W`` by kind of work (see the module's docstring);
+    ``dropout`` ``None``: the attention's default (:func:`dropout_of`)."""
     check_fit(shape, parallel)
-    if attention not in ATTENTION:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+    dropout = dropout_of(attention, dropout)
     h, t = shape.hidden, parallel.tp
     tokens = parallel.microbatch_size * shape.seq_len
     forward = sum(
@@ -203,11 +222,12 @@ def layer_times(
     parallel: Parallel,
     device: Device,
     attention: str = "flash",
-    dropout: bool = False,
+    dropout: bool | None = None,
     c: Constants = DEFAULTS,
 ) -> dict[str, float]:
     """One layer's ``F``, ``I``, ``W`` and ``B = I + W`` in seconds, with ``parallel``'s
-    recomputation in ``I`` (all of ``F`` for full, the attention's forward for selective)."""
+    recomputation in ``I`` (all of ``F`` for full, the attention's forward for selective);
+    ``dropout`` ``None``: the attention's default (:func:`dropout_of`)."""
     parts = layer_parts(shape, parallel, device, attention, dropout, c)
     out = {key: sum(getattr(parts, key).values()) for key in ("F", "I", "W")}
     out["I"] += {"none": 0.0, "selective": parts.F["attention"], "full": out["F"]}[
@@ -247,7 +267,7 @@ def stage_values(
     device: Device,
     attention: str = "flash",
     layers_per_part=None,
-    dropout: bool = False,
+    dropout: bool | None = None,
 ) -> dict[str, list[float]]:
     """:func:`ppbook.flops.stage_values` with the passes timed by this model: per stage
     ``F``, ``B``, ``I``, ``W`` in seconds (one device's share, a part's time divided by

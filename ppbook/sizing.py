@@ -4,44 +4,40 @@ which of them trains fastest.
 
 :func:`size` enumerates every configuration: ``tp * pp * dp = num_gpus`` (``tp`` inside a
 node and dividing the heads), a schedule of :data:`SIZING_SCHEDULES` (interleaved 1F1B with
-v in :data:`CHUNKS`), a micro-batch size ``b`` and a recomputation mode, with ``global
+v in :func:`chunks_for`), a micro-batch size ``b`` and a recomputation mode, with ``global
 batch = dp * m * b``. For each it finds the peak memory of every GPU (static state and
 the activations the schedule holds, :mod:`ppbook.memory`, counted from the schedule's
 order as the simulator's timeline counts them, :func:`ppbook.sizing_costs.held_frontier`)
 and, for those that fit, the step time the simulator gives under the time model of
-:mod:`ppbook.sizing_costs` (compute, tensor-parallel all-reduces, pipeline transfers on
-the links they cross, the data-parallel all-reduce). Each rejected configuration keeps
-the reason it was rejected.
+:mod:`ppbook.sizing_costs` (compute, the step's own work of :mod:`ppbook.step_work`,
+tensor-parallel all-reduces, pipeline transfers on the links they cross, the data-parallel
+all-reduce and the optimizer step; stage costs, bound and ranking in
+:mod:`ppbook.sizing_step`). Each rejected configuration keeps the reason it was rejected.
 
-Speed. A configuration whose parameters, gradients and optimizer state alone do not fit
-is rejected before its schedule is built. The activations a schedule holds are counted
-once per (schedule, p, v) at m = 2p, which gives every longer m the same counts
+Speed. A configuration whose parameters, gradients and optimizer state alone do not fit is
+rejected before its schedule is built. The activations a schedule holds are counted once
+per (schedule, p, v) at m = 2p, which gives every longer m the same counts
 (:func:`~ppbook.sizing_costs.held_frontier`). With ``top`` set, the configurations that
 fit are simulated in order of a lower bound on their step time (a rank's first forward
 waits for the forwards of the stages before it, then the rank computes all its passes,
-then the all-reduce runs: no step is shorter), and the search stops once the next bound
-is slower than the ``top``-th best simulated step; the rest fit but cannot enter the top,
-and are counted as such. Schedules and simulations are cached by (schedule, p, m, v) and
-by the costs (:mod:`ppbook.sizing_costs`). Python's cyclic garbage collector is paused
-while :func:`size` runs: the schedules it builds are millions of small tuples that hold no
-cycles, and the collector's passes over them took a third of a 1T-parameter search.
+then the all-reduce and the optimizer step run: no step is shorter), and the search stops
+once the next bound is slower than the ``top``-th best simulated step; the rest fit but
+cannot enter the top, and are counted as such. Schedules and simulations are cached by
+(schedule, p, m, v) and by the costs (:mod:`ppbook.sizing_costs`). Python's cyclic garbage
+collector is paused while :func:`size` runs: the schedules it builds are millions of small
+tuples that hold no cycles, and the collector's passes over them took a third of a
+1T-parameter search.
 """
 
 from __future__ import annotations
 
 import gc
-from bisect import insort
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache, partial, wraps
-from typing import NamedTuple
 
 from ppbook.checks import as_count, shown
-from ppbook.costs import Costs
-from ppbook.flops import stage_values
-from ppbook.layer_time import ATTENTION
-from ppbook.layer_time import stage_values as timed_stage_values
-from ppbook.links import Link, Topology, boundary_bytes
+from ppbook.layer_time import ATTENTION, dropout_of
 from ppbook.memory import (
     RECOMPUTE,
     MemoryBreakdown,
@@ -49,25 +45,18 @@ from ppbook.memory import (
     Parallel,
     check_fit,
     part_activation_bytes,
-    parts_of,
-    rank_parameters,
     static_bytes,
 )
-from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES
 from ppbook.sizing_costs import (
-    TP_ALLREDUCES,
     Hardware,
     check_rule,
-    dp_allreduce_s,
     held_frontier,
     peak_bytes,
     route_length,
-    simulated,
-    structure_of,
-    tp_allreduce_s,
 )
 from ppbook.sizing_result import Config, Option, Rejection, SizingResult, parallel_of
+from ppbook.sizing_step import _costs, _lower_bound, _rank, _stage_values, _structure
 
 SIZING_SCHEDULES = ("1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev")
 """The schedules searched, and why these: 1F1B is Megatron-LM's baseline; interleaved
@@ -78,7 +67,10 @@ micro-batches' activations for 1F1B's bubble), DualPipe (two copies of the param
 made for MoE models' overlap) and zb-auto (its order depends on the costs, so neither its
 memory nor its build can be shared between configurations)."""
 CHUNKS = (2, 4, 8)
-"""The v tried for interleaved 1F1B (where p v model parts have a layer each)."""
+"""The v always tried for interleaved 1F1B (where p v model parts have a layer each)."""
+MAX_EVEN_CHUNKS = 8
+"""Beside :data:`CHUNKS`, interleaved 1F1B tries each v up to this one that splits the
+layers evenly over the p v model parts (:func:`chunks_for`)."""
 MICROBATCH_SIZES = (1, 2, 4, 8)
 """The micro-batch sizes tried when none is given."""
 
@@ -115,7 +107,7 @@ def size(
     schedules: tuple[str, ...] = SIZING_SCHEDULES,
     top: int | None = None,
     attention: str = "flash",
-    dropout: bool = False,
+    dropout: bool | None = None,
 ) -> SizingResult:
     """Every configuration of ``shape`` on ``hardware`` for ``global_batch`` samples a step.
 
@@ -127,7 +119,9 @@ def size(
     pp = 1 there is no pipeline and every schedule is plain gradient accumulation).
     ``attention``: ``"flash"`` or ``"standard"`` (:mod:`ppbook.layer_time`; ignored under
     ``hardware.utilisation``); ``dropout``: the block drops out after attention and the
-    MLP (and, with standard attention, on its probabilities), as Megatron-LM's GPT did.
+    MLP (and, with standard attention, on its probabilities), as Megatron-LM's GPT did;
+    ``None``: the attention's default (:data:`ppbook.layer_time.DROPOUT_DEFAULT`: with
+    standard attention, as the Megatron-LM block it stands for, without with flash).
     Returns a :class:`~ppbook.sizing_result.SizingResult`.
     """
     if not isinstance(shape, ModelShape) or not isinstance(hardware, Hardware):
@@ -145,7 +139,8 @@ def size(
         raise ValueError(
             f"size needs schedules named in ppbook.schedules.SCHEDULES, got {shown(schedules)}"
         )
-    search = _Search(shape, hardware, batch, sequence_parallel, zero, (attention, dropout))
+    block = (attention, dropout_of(attention, dropout))
+    search = _Search(shape, hardware, batch, sequence_parallel, zero, block)
     modes = RECOMPUTE if recompute is None else (recompute,)
     n = hardware.num_gpus
     _given("pp", pp, n)
@@ -172,12 +167,12 @@ def size(
                 )
             dp = n // (t * p)
             for b in search.microbatch_sizes(t, p, dp, b_given):
-                for name, v in _variants(schedules, p):
+                for name, v in _variants(schedules, p, shape.layers):
                     base = Config(t, p, dp, name, v, b, batch // (dp * b), modes[0])
                     if search.fits_statically(base) and search.follows_rule(base):
                         for mode in modes:
                             search.evaluate(replace(base, recompute=mode))
-    ranked, not_ranked = _rank(search.pending, hardware, top)
+    ranked, not_ranked = _rank(search.pending, hardware, top, zero)
     return SizingResult(
         shape, hardware, batch, ranked, search.rejected, not_ranked, sequence_parallel, zero
     )
@@ -282,7 +277,7 @@ class _Search:
             return
         values = _stage_values(self.shape, self.hardware, c, parallel, self.block)
         option = Option(c, worst)
-        bound = _lower_bound(option, values, self.shape, self.hardware)
+        bound = _lower_bound(option, values, self.shape, self.hardware, self.zero)
         self.pending.append((bound, option, partial(_costs, self.shape, self.hardware, c, values)))
 
 
@@ -329,12 +324,21 @@ def _tp_problem(shape, hardware, t: int, sp: bool) -> tuple[str, str] | None:
     return None
 
 
-def _variants(schedules, p: int):
+def chunks_for(pp: int, layers: int) -> tuple[int, ...]:
+    """The v tried for interleaved 1F1B with ``pp`` stages and ``layers`` layers:
+    :data:`CHUNKS`, and every v up to :data:`MAX_EVEN_CHUNKS` that gives each of the
+    ``pp * v`` model parts the same number of layers (Megatron-LM's interleaved schedule
+    runs only those: its 530B model, 105 layers on 35 stages, ran v = 3)."""
+    even = (v for v in range(2, MAX_EVEN_CHUNKS + 1) if layers % (pp * v) == 0)
+    return tuple(sorted({*CHUNKS, *even}))
+
+
+def _variants(schedules, p: int, layers: int):
     if p == 1:  # no pipeline: one stage, the schedule is gradient accumulation
         yield "1f1b", None
         return
     for name in schedules:
-        for v in CHUNKS if SCHEDULES[name].chunks == "any" else (None,):
+        for v in chunks_for(p, layers) if SCHEDULES[name].chunks == "any" else (None,):
             yield name, v
 
 
@@ -343,120 +347,3 @@ def _where(c: Config) -> str:
         f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule_name}, b = {c.microbatch_size}, "
         f"m = {c.num_microbatches}, recompute {c.recompute}"
     )
-
-
-class _Layout(NamedTuple):
-    """A schedule's structure (:func:`structure_of`) laid over a model: layers per model
-    part, each stage's part, and each rank's parameters (one tensor-parallel share)."""
-
-    schedule: Schedule
-    layers: list[int]
-    parts: list[int]
-    counts: list[int]
-
-
-@lru_cache(maxsize=1024)
-def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int) -> _Layout:
-    """The same for every m: found on the schedule's structure, without its actions."""
-    schedule = structure_of(name, pp, v)
-    layers = parts_of(schedule, shape, None)
-    parts = [schedule.model_part(s) for s in range(schedule.num_stages)]
-    return _Layout(schedule, layers, parts, rank_parameters(schedule, shape, tp, layers))
-
-
-def _stage_values(shape, hardware, c: Config, parallel, block) -> dict[str, list[float]]:
-    """Per stage F, I, W, B in seconds (one device's share, as in ``Costs``) and activation
-    bytes: compute from the GPU model (:func:`ppbook.layer_time.stage_values`), or from
-    :func:`ppbook.flops.stage_values` under a utilisation override, plus the
-    tensor-parallel all-reduces (:mod:`ppbook.sizing_costs`)."""
-    schedule, layers, parts, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
-    if hardware.utilisation is None:
-        attention, dropout = block
-        values = timed_stage_values(
-            schedule, shape, parallel, hardware.device, attention, layers, dropout
-        )
-    else:
-        values = stage_values(schedule, shape, parallel, hardware.flops_per_second, layers)
-    share = schedule.chunk_share
-    if c.tp > 1:
-        one = tp_allreduce_s(shape, parallel, hardware)
-        forward, backward = TP_ALLREDUCES[c.recompute]
-        extra = [layers[k] * one / share for k in parts]
-        values["F"] = [x + forward * e for x, e in zip(values["F"], extra, strict=True)]
-        values["I"] = [x + backward * e for x, e in zip(values["I"], extra, strict=True)]
-        values["B"] = [x + w for x, w in zip(values["I"], values["W"], strict=True)]
-    return values
-
-
-def _costs(shape, hardware, c: Config, values: dict[str, list[float]]) -> Costs:
-    """The ``Costs`` to simulate ``c``: its stage values, and the pipeline transfers on the
-    links they cross (:mod:`ppbook.sizing_costs`). Built only for the options simulated."""
-    topology = Topology(
-        intra_node=Link(bandwidth=hardware.intra_node_gbps * 1e9, name="intra-node"),
-        inter_node=Link(bandwidth=hardware.inter_node_gbps * 1e9, name="inter-node"),
-        devices_per_node=hardware.gpus_per_node,
-        placement=tuple(r * c.tp for r in range(c.pp)),
-    )
-    message = boundary_bytes(
-        c.microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element
-    )
-    return Costs(**values, comm_bytes=message, topology=topology, contention=True, time_unit="s")
-
-
-def _lower_bound(option: Option, values, shape: ModelShape, hardware: Hardware) -> float:
-    """No step is shorter than this: a rank's first action is a forward on one of its stages,
-    which waits for the forwards of every stage before it on the route; then the rank
-    computes all its passes (busy); then the data-parallel all-reduce runs. ``values``:
-    the option's stage values (``_stage_values``, one device's share: a chunk pass takes
-    the value times the chunk share)."""
-    c = option.config
-    schedule = _structure(shape, c.schedule, c.pp, c.v, c.tp).schedule
-    stage_to_rank, share, route = schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
-    per_stage = {key: [x * share for x in values[key]] for key in ("F", "B")}
-    before = {}
-    ahead = 0.0
-    for stage in route:
-        before[stage] = ahead
-        ahead += per_stage["F"][stage]
-    busy = [0.0] * c.pp
-    start = [ahead] * c.pp
-    for stage, rank in enumerate(stage_to_rank):
-        busy[rank] += per_stage["F"][stage] + per_stage["B"][stage]
-        start[rank] = min(start[rank], before[stage])
-    longest = max(s + c.num_microbatches * b for s, b in zip(start, busy, strict=True))
-    return longest + _allreduce(option, hardware)
-
-
-def _allreduce(option: Option, hardware: Hardware) -> float:
-    return dp_allreduce_s(option.breakdown.parameter_count, option.config.dp, hardware)
-
-
-def _order(option: Option) -> tuple[float, float]:
-    """Faster first; step times equal to 9 significant digits (floating-point noise apart)
-    go by memory, the smaller first."""
-    return float(f"{option.step_time_s:.9g}"), option.memory_bytes
-
-
-def _rank(pending, hardware, top: int | None) -> tuple[list[Option], int]:
-    """Simulate in order of the lower bound; with ``top``, stop when no other can enter."""
-    pending.sort(key=lambda item: item[0])
-    done: list[Option] = []
-    for bound, option, costs_of in pending:
-        if top is not None and len(done) >= top and bound > done[top - 1].step_time_s:
-            break
-        c = option.config
-        costs = costs_of()
-        timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, costs)
-        makespan, bubble = timeline.makespan, timeline.bubble_fraction
-        allreduce = _allreduce(option, hardware)
-        simulated_option = replace(
-            option,
-            costs=costs,
-            step_time_s=makespan + allreduce,
-            pipeline_s=makespan,
-            allreduce_s=allreduce,
-            bubble_fraction=bubble,
-        )
-        insort(done, simulated_option, key=_order)  # done stays fastest first
-    kept = done if top is None else done[:top]
-    return kept, len(pending) - len(kept)

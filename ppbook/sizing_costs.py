@@ -14,11 +14,16 @@ The time model, in seconds, stated once (every number the search prints comes fr
   :mod:`ppbook.flops` (the Zero Bubble paper's Table 1) at ``tflops * 1e12 *
   utilisation`` FLOP/s, the same for every shape; it scales compute only, and bubbles and
   communication come on top.
+- **step work beyond the layers** (:mod:`ppbook.step_work`): each micro-batch's gradients
+  accumulated after its ``W``, the embedding on the first model part, and the optimizer
+  step after the data-parallel all-reduce (``optimizer_s``), all memory-bound.
 - **tensor parallelism** (``tp`` ranks inside a node, Megatron-LM's layer split, Shoeybi
   et al. 2019, arXiv:1909.08053, sec. 3): each layer all-reduces its (b, s, h) output twice
   in the forward and twice in the input-gradient backward (twice more when the backward
   recomputes the whole forward), each a ring all-reduce of ``2 (t-1)/t * b s h e`` bytes
-  over the intra-node link, not overlapped with compute. With sequence parallelism the
+  over the intra-node link at NCCL's bus bandwidth (:data:`ppbook.step_work.COLLECTIVE_EFFICIENCY`
+  of the link), not overlapped with compute; the embedding's output and the head's input
+  gradient add one each on the first and last parts. With sequence parallelism the
   all-gather and reduce-scatter that replace each all-reduce move the same bytes.
 - **pipeline transfers**: each stage boundary sends the (b, s, h) activation forward and
   its gradient backward, ``b s h e`` bytes (:func:`ppbook.links.boundary_bytes`), on the
@@ -27,9 +32,11 @@ The time model, in seconds, stated once (every number the search prints comes fr
   devices (:class:`ppbook.links.Topology`); messages on one link queue (contention) and
   sends overlap compute.
 - **data parallelism**: after the pipeline has drained, a ring all-reduce of the busiest
-  rank's 16-bit gradients, ``2 (dp-1)/dp * 2 * parameters`` bytes, on the intra-node link
-  when all the GPUs share one node and on the inter-node link otherwise; not overlapped
-  (real frameworks overlap most of it with the backward, so this is pessimistic).
+  rank's 16-bit gradients, ``2 (dp-1)/dp * 2 * parameters`` bytes, at NCCL's bus
+  bandwidth: on the intra-node link when all the GPUs share one node, otherwise over as
+  many network ports per node as the group has members there
+  (:func:`ppbook.step_work.dp_link_gbps`); not overlapped (as in Megatron-LM's 2021 runs;
+  later frameworks overlap most of it with the backward), and then the optimizer step.
 
 Activations held (:func:`held_frontier`): the simulator keeps a micro-batch's activations
 on a rank from the start of its ``F`` to the end of its ``B`` (or ``W``), and
@@ -56,6 +63,7 @@ from ppbook.memory import ModelShape, Parallel
 from ppbook.schedule import Schedule
 from ppbook.schedules import build
 from ppbook.simulate import simulate
+from ppbook.step_work import collective_allreduce_s, dp_link_gbps
 from ppbook.timeline import Timeline
 
 H100_SXM = {
@@ -190,23 +198,34 @@ def ring_allreduce_s(nbytes: float, ranks: int, gb_per_s: float) -> float:
 
 
 def tp_allreduce_s(shape: ModelShape, parallel: Parallel, hardware: Hardware) -> float:
-    """One tensor-parallel all-reduce of a layer's (b, s, h) output, in seconds."""
+    """One tensor-parallel all-reduce of a layer's (b, s, h) output, in seconds: a ring
+    all-reduce over NVLink at NCCL's bus bandwidth
+    (:func:`ppbook.step_work.collective_allreduce_s`)."""
     nbytes = boundary_bytes(
         parallel.microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element
     )
-    return ring_allreduce_s(nbytes, parallel.tp, hardware.intra_node_gbps)
+    return collective_allreduce_s(nbytes, parallel.tp, hardware.intra_node_gbps)
 
 
 TP_ALLREDUCES = {"none": (2, 2), "selective": (2, 2), "full": (2, 4)}
 """Tensor-parallel all-reduces per layer, (forward, input-gradient backward), by
-recomputation mode: a full recomputation runs the forward's two again."""
+recomputation mode: a full recomputation runs the forward's two again. Beside them the
+first model part all-reduces its vocabulary-parallel embedding's output in the forward and
+the last part the output head's input gradient in the backward (:mod:`ppbook.sizing`)."""
 
 
-def dp_allreduce_s(parameters: int, dp: int, hardware: Hardware) -> float:
-    """The gradient all-reduce across ``dp`` replicas of one GPU's ``parameters`` (16-bit)."""
-    inside = hardware.num_gpus <= hardware.gpus_per_node
-    link = hardware.intra_node_gbps if inside else hardware.inter_node_gbps
-    return ring_allreduce_s(2.0 * parameters, dp, link)
+def dp_allreduce_s(parameters: int, dp: int, hardware: Hardware, stride: int = 1) -> float:
+    """The gradient all-reduce across ``dp`` replicas of one GPU's ``parameters`` (16-bit),
+    whose members sit ``stride`` = tp * pp devices apart, at NCCL's bus bandwidth on the
+    link :func:`ppbook.step_work.dp_link_gbps` gives the ring."""
+    link = dp_link_gbps(
+        hardware.num_gpus,
+        hardware.gpus_per_node,
+        stride,
+        hardware.intra_node_gbps,
+        hardware.inter_node_gbps,
+    )
+    return collective_allreduce_s(2.0 * parameters, dp, link)
 
 
 def route_length(name: str, pp: int, v: int | None) -> int:
@@ -232,9 +251,18 @@ def structure_of(name: str, pp: int, v: int | None) -> Schedule:
     return _structure_and_frontier(name, pp, v)[0]
 
 
+def last_actions(name: str, pp: int, v: int | None) -> tuple[tuple[tuple[int, str], ...], ...]:
+    """Per rank, the (stage, kind) of each part of its last step, the same for every m of
+    the sizing search (taken from the schedule with m = 2p; ``tests/test_sizing.py``
+    checks it for m up to 5p). What must still run after a rank's last step bounds the
+    step from below (:mod:`ppbook.sizing_step`)."""
+    return _structure_and_frontier(name, pp, v)[2]
+
+
 @lru_cache(maxsize=4096)
 def _structure_and_frontier(name: str, pp: int, v: int | None):
-    """:func:`structure_of` and the held frontier at m = 2p, from one build."""
+    """:func:`structure_of`, the held frontier and :func:`last_actions` at m = 2p, from one
+    build."""
     schedule = build(name, pp, 2 * pp, v)
     routes = None if schedule.routes is None else tuple(dict.fromkeys(schedule.routes))
     skeleton = Schedule(
@@ -244,7 +272,14 @@ def _structure_and_frontier(name: str, pp: int, v: int | None):
         name=schedule.name,
         routes=routes,
     )
-    return skeleton, _frontier_of(schedule)
+    return skeleton, _frontier_of(schedule), _last_of(schedule)
+
+
+def _last_of(schedule: Schedule) -> tuple[tuple[tuple[int, str], ...], ...]:
+    return tuple(
+        tuple((stage, kind) for stage, kind, _ in row[-1].parts) if row else ()
+        for row in schedule.actions
+    )
 
 
 def held_frontier(name: str, pp: int, m: int, v: int | None):

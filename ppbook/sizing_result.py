@@ -40,14 +40,16 @@ class Config:
 @dataclass(frozen=True)
 class Option:
     """A configuration that fits, evaluated: memory of its fullest GPU (``memory_rank``, a
-    pipeline rank) with its breakdown, and, when simulated, the step time in seconds (``pipeline_s``
-    simulated plus ``allreduce_s``) and the pipeline's bubble fraction f = idle / total."""
+    pipeline rank) with its breakdown, and, when simulated, the step time in seconds
+    (``pipeline_s`` simulated, plus the data-parallel ``allreduce_s``, plus the optimizer
+    step ``optimizer_s``) and the pipeline's bubble fraction f = idle / total."""
 
     config: Config
     breakdown: MemoryBreakdown
     step_time_s: float | None = None
     pipeline_s: float | None = None
     allreduce_s: float | None = None
+    optimizer_s: float | None = None
     bubble_fraction: float | None = None
     costs: Costs | None = field(default=None, repr=False, compare=False)
 
@@ -67,6 +69,7 @@ class Option:
             "step_time_s": self.step_time_s,
             "pipeline_s": self.pipeline_s,
             "allreduce_s": self.allreduce_s,
+            "optimizer_s": self.optimizer_s,
             "bubble_fraction": self.bubble_fraction,
             "memory_per_gpu_bytes": self.memory_bytes,
             "memory_rank": self.memory_rank,

@@ -8,7 +8,9 @@ attention and element-wise work, and the layer's FLOPs as :mod:`ppbook.flops` co
 ``--json`` one object with keys ``F``, ``B``, ``I``, ``W`` (seconds), ``flops`` (its
 ``F``, ``I``, ``W``, ``B``), ``parts`` and the inputs. The default block is the one
 timed on the H200: pre-norm GPT, causal flash attention, a 4h GELU MLP, bf16, on the
-default GPU type h200. Bad input ends with a one-line error and exit status 2.
+default GPU type h200, without dropout; ``--attention standard`` times Megatron-LM's block,
+which drops out unless ``--no-dropout`` (:data:`ppbook.layer_time.DROPOUT_DEFAULT`). Bad
+input ends with a one-line error and exit status 2.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 
 from ppbook.flops import layer_flops
 from ppbook.gpu_cards import GPU_TYPES, gpu_card
-from ppbook.layer_time import ATTENTION, Device, layer_parts, layer_times
+from ppbook.layer_time import ATTENTION, Device, dropout_of, layer_parts, layer_times
 from ppbook.memory import RECOMPUTE, ModelShape, Parallel
 
 DEFAULT_GPU = "h200"
@@ -60,7 +62,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--recompute", choices=RECOMPUTE, default="none", help="added to I (default none)"
     )
     parser.add_argument("--sequence-parallel", action="store_true", help="with --tp")
-    parser.add_argument("--dropout", action="store_true", help="dropout as Megatron-LM's GPT")
+    parser.add_argument(
+        "--dropout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="dropout as Megatron-LM's GPT (default: on with --attention standard, off with flash)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
     return parser
@@ -87,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         "time_unit": "s",
         "gpu_type": args.gpu_type,
         "attention": args.attention,
+        "dropout": dropout_of(args.attention, args.dropout),
         "recompute": args.recompute,
         "hidden": args.hidden,
         "heads": args.heads,
@@ -102,7 +110,8 @@ def report(out: dict, card: str) -> str:
     """The four times in ms, their parts, and the FLOP/s they imply."""
     lines = [
         f"one layer, h = {out['hidden']}, {out['heads']} heads, s = {out['seq_len']}, "
-        f"b = {out['microbatch_size']}, tp = {out['tp']}, {out['attention']} attention, "
+        f"b = {out['microbatch_size']}, tp = {out['tp']}, {out['attention']} attention "
+        f"{'with' if out['dropout'] else 'without'} dropout, "
         f"recompute {out['recompute']}, on {card}:",
         f"{'pass':>4} {'ms':>9} {'GEMM ms':>9} {'attn ms':>9} {'elem ms':>9} {'TFLOP/s':>8}",
     ]

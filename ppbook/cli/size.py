@@ -21,20 +21,26 @@ from ppbook.sizing_costs import GB, Hardware
 from ppbook.sizing_result import SizingResult
 
 EPILOG = """\
-schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8), zb-h1, zb-h2, zb-v,
-dualpipev (pp = 1: no pipeline, 1f1b alone); micro-batch sizes 1, 2, 4, 8.
+schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8 and any v up to 8 that
+splits the layers evenly), zb-h1, zb-h2, zb-v, dualpipev (pp = 1: no pipeline, 1f1b
+alone); micro-batch sizes 1, 2, 4, 8.
 time model (ppbook.sizing_costs), seconds:
   compute      each pass from the GPU model (ppbook.layer_time, `ppbook layer`):
                GEMMs at an efficiency growing with their shapes, attention
                (--attention) and element-wise work on the card's peak and HBM
                bandwidth, calibrated on an H200; with --utilisation instead
                FLOPs (Zero Bubble paper, Table 1) / (TFLOPS * utilisation)
+  step work    per micro-batch the gradients accumulated (6 bytes a parameter),
+               the embedding on the first stage (ppbook.step_work)
   tensor par.  per layer 2 ring all-reduces of b*s*h*2 bytes forward, 2 backward
-               (+2 with full recomputation), intra-node link, not overlapped
+               (+2 with full recomputation), +1 on the first stage (the embedding)
+               and +1 on the last (the head),
+               intra-node link at 0.8 of its bandwidth (NCCL), not overlapped
   pipeline     b*s*h*2 bytes per stage boundary on the link it crosses (pipeline
                rank r of a replica on device r*tp), queued per link, overlapped
   data par.    a ring all-reduce of the fullest GPU's 16-bit gradients after the
-               step, not overlapped (pessimistic)
+               step, not overlapped, at 0.8 of the link (a node's ports for the
+               group's members in it); then the Adam step (52 bytes a parameter)
 memory: parameters, gradients and Adam state (16 bytes per parameter, ZeRO-1
 divides the 12 of the optimizer) and the activations the schedule holds at its
 peak (Korthikanti et al. 2022); buffers and fragmentation are not counted."""
@@ -118,8 +124,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     block.add_argument(
         "--dropout",
-        action="store_true",
-        help="dropout after attention and MLP (and on standard attention's probabilities)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="dropout after attention and MLP (and on standard attention's probabilities); "
+        "default: on with --attention standard (Megatron-LM's GPT block, dropout 0.1), "
+        "off with flash",
     )
     fixed = parser.add_argument_group("fix part of the answer (default: search)")
     fixed.add_argument("--tp", type=int, help="tensor-parallel size")
@@ -216,7 +225,10 @@ def report(result: SizingResult) -> str:
             f"{'#':>3} {'tp':>3} {'pp':>3} {'dp':>4}  {'schedule':<17}{'v':>2} {'b':>3} "
             f"{'m':>5}  {'recompute':<10}{'step s':>9} {'bubble f':>9} {'GB/GPU':>7}  fits"
         )
-        lines += ["ranked by step time (pipeline simulated + data-parallel all-reduce):", head]
+        lines += [
+            "ranked by step time (pipeline simulated + data-parallel all-reduce + optimizer):",
+            head,
+        ]
         for k, option in enumerate(result.ranked, 1):
             c = option.config
             lines.append(
@@ -248,7 +260,8 @@ def breakdown(result: SizingResult) -> list[str]:
         f"best: tp {c.tp}, pp {c.pp}, dp {c.dp}, {c.schedule_name}"
         f", b = {c.microbatch_size}, m = {c.num_microbatches}, recompute {c.recompute}: "
         f"step {best.step_time_s:.3f} s = pipeline {best.pipeline_s:.3f} s + data-parallel "
-        f"all-reduce {best.allreduce_s:.3f} s (not overlapped)",
+        f"all-reduce {best.allreduce_s:.3f} s (not overlapped) + optimizer "
+        f"{best.optimizer_s:.3f} s",
         f"memory of pipeline rank {worst.rank} (the fullest), GB: "
         f"parameters {worst.parameters / GB:.1f}, gradients {worst.gradients / GB:.1f}, "
         f"optimizer {worst.optimizer / GB:.1f}, activations {worst.activations / GB:.1f}, "
