@@ -190,15 +190,12 @@ def command(
     return [*prefix, *enter, "--", *argv]
 
 
-def _works(mode: str, with_uid: bool) -> bool:
-    """Whether a kernel's interpreter starts in ``mode`` (as a sandbox uid or not)."""
-    if (
-        mode == "bwrap"
-        and not shutil.which("bwrap")
-        or mode == "unshare"
-        and not shutil.which("unshare")
-    ):
-        return False
+def _works(mode: str, with_uid: bool) -> str:
+    """ "" when a kernel's interpreter starts in ``mode`` (as a sandbox uid or not), else why
+    not, in one line."""
+    for tool in ("bwrap", "unshare"):
+        if mode == tool and not shutil.which(tool):
+            return f"{tool} is not installed"
     folder = Path(tempfile.mkdtemp(prefix="ppbook-probe-"))
     try:
         sandbox = Sandbox(mode, free_uid() if with_uid else None)
@@ -208,9 +205,12 @@ def _works(mode: str, with_uid: bool) -> bool:
         argv = command(sandbox, folder, Limits(), probe)
         try:
             done = subprocess.run(argv, capture_output=True, timeout=60, check=False, cwd="/")
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"its probe did not run: {error}"
+        if done.returncode == 0:
+            return ""
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"its probe failed: {said[-1][:200] if said else f'exit {done.returncode}'}"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -229,13 +229,15 @@ def unreachable() -> str:
 @functools.cache
 def _available(force: str | None, root: bool) -> tuple[str, bool]:
     candidates = [force] if force else [m for m in MODES if not (root and m == "none")]
+    why = ""
     for mode in candidates:
         if mode == "user" and not root:
             continue
         for with_uid in (True, False) if root and mode != "none" else (False,):
             if mode == "user" and not with_uid:
                 continue
-            if _works(mode, with_uid):
+            why = _works(mode, with_uid)
+            if not why:
                 return mode, with_uid
     if force == "user" and root and (blocked := unreachable()):
         raise ValueError(
@@ -244,7 +246,7 @@ def _available(force: str | None, root: bool) -> tuple[str, bool]:
             f"of {MODES}"
         )
     if force:
-        raise ValueError(f"isolation {force!r} does not work here; try another of {MODES}")
+        raise ValueError(f"isolation {force!r} does not work here ({why}); try another of {MODES}")
     raise ValueError(
         "no isolation works here for a grader running as root: install bubblewrap, allow "
         "namespaces (unshare), or use a Python that other users can read; or choose "

@@ -84,8 +84,15 @@ def _outermost(paths) -> tuple[str, ...]:
 def mounts(work: Path, scratch: Path | None, copy_bytes: int, tmp_bytes: int) -> list[Mount]:
     """The view: read-only system and Python folders, ``/dev``, ``/proc``, ``/tmp`` and
     ``/dev/shm`` of ``tmp_bytes`` each, the copy ``work`` as a ``tmpfs`` of ``copy_bytes``
-    (filled from :data:`STAGE`), ``scratch`` writable. Parents come before children."""
-    steps: list[Mount] = []
+    (filled from :data:`STAGE`), ``scratch`` writable. Parents come before children, and the
+    private ``/tmp`` before everything: an interpreter or a checkout that lives below ``/tmp``
+    (a CI clone, a virtual environment in ``/tmp``) is then shown on top of it, not hidden."""
+    steps: list[Mount] = [
+        Mount("dev", "/dev"),
+        Mount("tmpfs", "/dev/shm", size=tmp_bytes, mode=0o1777),
+        Mount("proc", "/proc"),
+        Mount("tmpfs", "/tmp", size=tmp_bytes, mode=0o1777),
+    ]
     for folder in SYSTEM:
         if os.path.islink(folder):
             steps.append(Mount("symlink", folder, os.readlink(folder)))
@@ -99,10 +106,6 @@ def mounts(work: Path, scratch: Path | None, copy_bytes: int, tmp_bytes: int) ->
         if not any(folder == s or folder.startswith(s + "/") for s in SYSTEM):
             steps.append(Mount("ro", folder, os.path.realpath(folder)))
     steps += [
-        Mount("dev", "/dev"),
-        Mount("tmpfs", "/dev/shm", size=tmp_bytes, mode=0o1777),
-        Mount("proc", "/proc"),
-        Mount("tmpfs", "/tmp", size=tmp_bytes, mode=0o1777),
         Mount("ro", STAGE, str(work)),
         Mount("tmpfs", str(work), size=copy_bytes, mode=0o755),
     ]
