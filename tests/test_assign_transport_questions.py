@@ -263,7 +263,7 @@ def test_the_runtime_s_own_receive_and_deliver_are_refused_by_the_scan_and_while
     for source in (CALLS_THE_RUNTIME, HIDES_THE_CALL):  # the scan cannot see the second
         record = measure(tmp_path / f"runtime{len(source)}", source)
         assert record["ok"] is False and record["type"] == "Refused", record
-        assert record["function"] == "receive"
+        assert record["function"] in ("receive", "deliver")  # whichever rank is refused first
         assert "assignment 3 refuses the runtime's own StepRunner." in record["message"]
     assert findings({"my_transport.py": HIDES_THE_CALL}, forbidden) == []
 
