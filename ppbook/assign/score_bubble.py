@@ -21,11 +21,11 @@ drawn case is scored by simulating every v, independent of any formula.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import sympy as sp
 
 from ppbook import symbolic
+from ppbook.assign.drawn import on_drawn_cases
 from ppbook.assign.equality import POINTS, Verdict, equal, equal_within
 from ppbook.assign.expressions import SYMBOLS, from_tree
 from ppbook.costs import Costs
@@ -303,15 +303,4 @@ def chunk_calls(cases) -> str:
 
 def varied(question):
     """``question`` (1.4) with a ``variant``: the same question on :func:`draw_chunk_cases`."""
-
-    def variant(rng: random.Random):
-        cases = draw_chunk_cases(rng)
-        share = chunk_share(cases)
-
-        def score(data: object) -> tuple[float, str]:
-            got, line = share(data)
-            return round(question.max_score * got, 2), line
-
-        return replace(question, collect=chunk_calls(cases), score=score, variant=None)
-
-    return replace(question, variant=variant)
+    return on_drawn_cases(question, draw_chunk_cases, chunk_share, chunk_calls)

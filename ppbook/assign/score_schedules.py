@@ -28,8 +28,8 @@ ones, so a table of the fixed answers earns nothing there.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
+from ppbook.assign.drawn import on_drawn_cases
 from ppbook.assign.schedule_rows import one_line, over_limit, read_rows
 from ppbook.assign.score_design import score_design  # noqa: F401 (assignment 4's score)
 from ppbook.costs import Costs
@@ -275,15 +275,4 @@ def varied(question):
     """``question`` (2.1, 2.2 or 2.3) with a ``variant``: the same question on cases drawn
     by :data:`DRAWS` at grading time."""
     draw, scorer = DRAWS[question.name]
-
-    def variant(rng: random.Random):
-        cases = draw(rng)
-        share = scorer(cases)
-
-        def score(data: object) -> tuple[float, str]:
-            got, line = share(data)
-            return round(question.max_score * got, 2), line
-
-        return replace(question, collect=calls(cases), score=score, variant=None)
-
-    return replace(question, variant=variant)
+    return on_drawn_cases(question, draw, scorer, calls)
