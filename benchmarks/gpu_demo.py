@@ -13,8 +13,10 @@ memory) when there is one. In at most :data:`BUDGET` seconds it checks:
    an input from another rank was produced, on the aligned clocks
    (:func:`ppbook.runtime.devices.clock_problems`; the alignment goes over a gloo group
    even when NCCL carries the pipeline, :mod:`ppbook.runtime.clock`);
-3. all schedules once on every rank of the mode (every GPU with NCCL), float32, three
-   steps (the first warms up), each step's measured timeline kept.
+3. all schedules once on every rank of the mode (every GPU with NCCL): a transformer of
+   :data:`TIMED_BLOCKS` blocks in bf16 mixed precision (:data:`GPU_TIMED`: 1.5 to 3.5 ms
+   per forward of a part on an H200; :data:`CPU_TIMED` on CPU), three steps (the first
+   warms up), each step's measured timeline kept.
 
 If every check passes, it writes the timelines with the hardware (GPU names, count,
 memory), the versions (torch, CUDA, NCCL, ppbook's git commit), the command and the date to
@@ -82,16 +84,30 @@ def gradient_configs(mode: Mode, names: list[str]) -> tuple[list[RunConfig], dic
     )
 
 
+GPU_TIMED = {"hidden": 2048, "num_heads": 16, "seq_len": 512, "microbatch_size": 8}
+"""The timed transformer on a GPU: :data:`TIMED_BLOCKS` pre-norm blocks of width 2048, 512
+tokens, micro-batches of 8 (4096 tokens). One block's forward is 24 b s h^2 + 4 b s^2 h =
+4.3e11 FLOPs, about 0.9 ms on an H200 at 500 TFLOP/s (half its 989 dense bf16 peak; the
+H200 ran a GPT layer's forward at 35 to 44 % above that): a part of 2 to 4 blocks takes
+1.5 to 3.5 ms per forward, work enough that kernels, not launches, set the times."""
+CPU_TIMED = {"hidden": 32, "num_heads": 2, "seq_len": 8, "microbatch_size": 4}
+"""The same model, tiny, for ``--cpu-ok`` (CPU numbers, never recorded as GPU numbers)."""
+TIMED_BLOCKS = 8
+
+
 def timed_configs(mode: Mode, names: list[str]) -> tuple[list[RunConfig], dict[str, str]]:
-    """Float32 runs on every rank of ``mode``, three steps each, and the schedules refused."""
-    on_gpu = mode.device == "cuda"
+    """bf16 transformer runs (mixed precision: :mod:`ppbook.runtime.precision`) on every
+    rank of ``mode``, three steps each, and the schedules refused."""
+    sizes = GPU_TIMED if mode.device == "cuda" else CPU_TIMED
     return checked(
         RunConfig(
             schedule=name,
             nproc=mode.nproc,
             num_microbatches=2 * mode.nproc,
-            hidden=1024 if on_gpu else 64,
-            microbatch_size=256 if on_gpu else 8,
+            model="transformer",
+            num_blocks=TIMED_BLOCKS,
+            **sizes,
+            dtype="bfloat16",
             steps=3,
             device=mode.device,
             timeout=TIMEOUT,

@@ -23,6 +23,7 @@ import torch
 
 from ppbook.costs import Costs
 from ppbook.runtime import context, recording
+from ppbook.runtime.config import check
 from ppbook.runtime.devices import (
     choose_mode,
     clock_problems,
@@ -338,3 +339,24 @@ def test_order_problems_name_the_step_and_rank_that_ran_another_order():
     ran = SimpleNamespace(schedule=schedule, executed=[rows, [rows[0], rows[1][::-1]]])
     assert order_problems(ran) == ["step 1: rank 1 ran other actions than its row of the schedule"]
     assert order_problems(SimpleNamespace(schedule=schedule, executed=[rows])) == []
+
+
+def test_the_timed_runs_are_a_bf16_transformer_that_gives_the_gpu_real_work(monkeypatch):
+    """On a (mocked) GPU: the transformer in bf16; each part's forward at least 1 ms of an
+    H200 at 500 TFLOP/s (about half its dense bf16 peak), counted here from the shapes:
+    2 FLOPs per multiply-add, per token 2 x 12 h^2 (q, k, v, projection, the 4h MLP) and
+    per sample 4 s^2 h (scores and weights times values). On CPU: tiny, same model."""
+    fake_cuda(monkeypatch, 1)
+    script = load_script()
+    names = ["1f1b", "interleaved-1f1b", "zb-v", "dualpipev"]
+    configs, refused = script.timed_configs(mode_for(1), names)
+    assert refused == {} and len(configs) == len(names)
+    for config in configs:
+        assert (config.model, config.dtype, config.device) == ("transformer", "bfloat16", "cuda")
+        h, s, b = config.hidden, config.seq_len, config.microbatch_size
+        per_block = 2 * b * s * 12 * h * h + 4 * b * s * s * h
+        parts = len(check(config).route(0))
+        assert per_block * config.num_blocks / parts >= 1e-3 * 500e12
+    small, _ = script.timed_configs(mode_for(0), ["1f1b"])
+    assert (small[0].model, small[0].dtype, small[0].device) == ("transformer", "bfloat16", "cpu")
+    assert small[0].hidden <= 64

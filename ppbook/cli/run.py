@@ -5,7 +5,8 @@
 set) this process is one rank and rank 0 prints. Prints the typical step's timeline and
 metrics, or with ``--json`` one JSON object; ``--compare`` adds the simulation of the same
 schedule under the costs measured in the run; ``--check`` compares the loss and gradients
-with a single-process run.
+with a single-process run (trained the same way: in ``--dtype bfloat16``, mixed precision
+in both, compared within the bound of :func:`ppbook.runtime.reference.mixed_tolerance`).
 
 Every argument is checked before any process starts (the run's configuration, the
 output options, what this machine's cores and memory allow): a bad one is one line on
@@ -86,7 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     model.add_argument("--blocks", type=int, help="number of blocks (default: one per stage)")
     model.add_argument("--microbatch-size", type=int, default=16, help="samples per micro-batch")
-    model.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    model.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float32", "float64", "bfloat16"),
+        help="float32 or float64 throughout; bfloat16: mixed precision (bf16 compute and "
+        "messages, fp32 master weights, gradient sums and optimizer state)",
+    )
     model.add_argument("--seed", type=int, default=0)
     where = parser.add_argument_group("processes")
     where.add_argument("--device", default="cpu", choices=("cpu", "cuda"))

@@ -22,7 +22,10 @@ from ppbook.checks import as_count, as_quantity, shown
 from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
 
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "bfloat16")
+"""Training precisions: float32 and float64 train in that dtype throughout; bfloat16 is
+mixed precision (bf16 compute, fp32 master weights, gradient accumulation and optimizer
+state: :mod:`ppbook.runtime.precision`)."""
 DEVICES = ("cpu", "cuda")
 FAULTS = ("raise", "hang", "exit", "abort")
 OPTIMIZERS = ("sgd", "adam")
@@ -218,6 +221,12 @@ def check_engine(config: RunConfig, schedule: Schedule) -> None:
                 f"{name} is a hook of ppbook's runtime: drop it, or use engine 'ppbook' "
                 "(--engine ppbook)"
             )
+    if config.dtype == "bfloat16":
+        raise ValueError(
+            "dtype bfloat16 trains with fp32 master weights and fp32 gradient accumulation, "
+            "which ppbook's runtime keeps and PyTorch's engine here does not: use engine "
+            "'ppbook' (--engine ppbook), or dtype float32"
+        )
     import torch
     from torch.distributed.pipelining import schedules
 
@@ -290,8 +299,16 @@ def as_blocks(model) -> list:
     return list(model)
 
 
+BYTES_PER_PARAMETER = {"float64": 8, "float32": 4, "bfloat16": 2 + 4 + 4}
+"""Bytes a parameter's state takes before the optimizer's: its value in the dtype, and in
+bfloat16 also its fp32 master copy and fp32 gradient accumulator (2 + 4 + 4)."""
+
+
 def model_bytes(config: RunConfig, schedule: Schedule) -> int:
-    """Bytes of the parameters of ``config``'s example model (0 for a model of modules).
+    """Bytes of the parameters of ``config``'s example model (0 for a model of modules),
+    :data:`BYTES_PER_PARAMETER` each: 8 in float64, 4 in float32, 10 in bfloat16 (the bf16
+    weights the model computes with, and the fp32 master weights and gradient buffer that
+    mixed precision keeps beside them).
 
     Per block of width h: the MLP 8h² + 5h parameters (h to 4h and back, with biases);
     a transformer block 12h² + 13h (3h² + 3h for q, k, v, h² + h for the projection, the
@@ -302,7 +319,7 @@ def model_bytes(config: RunConfig, schedule: Schedule) -> int:
     h = config.hidden
     per_block = 8 * h * h + 5 * h if config.model == "mlp" else 12 * h * h + 13 * h
     blocks = config.num_blocks or num_parts(schedule)
-    return blocks * per_block * (8 if config.dtype == "float64" else 4)
+    return blocks * per_block * BYTES_PER_PARAMETER[config.dtype]
 
 
 def input_shape(config: RunConfig) -> tuple[int, ...]:

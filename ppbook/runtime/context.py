@@ -15,6 +15,16 @@ torchrun arranges, for real multi-node runs.
 
 Backends: gloo on CPU; NCCL when each rank has its own GPU; when ranks share a GPU, gloo
 with every transfer staged through CPU memory (NCCL cannot run two ranks on one GPU).
+
+The device first. A rank on a GPU makes its device current before anything else touches
+CUDA, before the rendezvous and the process group, before its model is built
+(:func:`make_current`): ``torch.cuda.set_device``, then one tiny backward on the device,
+which makes the device's primary context current in the thread where autograd runs the
+rank's backward passes. The H200 recording's ranks (two on device 0) each warned
+"Attempting to run cuBLAS, but there was no current CUDA context!" at their first backward:
+as we read PyTorch, a new thread's current device is already 0, so autograd's setting of
+device 0 there binds no context, and its first cuBLAS call finds none. Not yet run on a
+GPU since: ``benchmarks/gpu_check.py`` looks for the warning in the demo's output.
 """
 
 from __future__ import annotations
@@ -93,6 +103,36 @@ def pick_device(
     return torch.device("cuda", local_rank % num_gpus), "gloo", True
 
 
+def make_current(device: torch.device) -> None:
+    """Make ``device`` this rank's current device, in this thread and in autograd's (a CPU
+    device: nothing, and no CUDA call)."""
+    if device.type != "cuda":
+        return
+    torch.cuda.set_device(device)
+    bind_backward_thread(device)
+
+
+def bind_backward_thread(device: torch.device) -> None:
+    """Run one element-wise backward on ``device``: its first kernel launch, before any
+    cuBLAS call, binds the device's primary context in autograd's thread for the device."""
+    x = torch.ones(2, device=device, requires_grad=True)
+    (x * 2.0).sum().backward()
+    torch.cuda.synchronize(device)
+
+
+def local_placement(rank: int, world_size: int, rendezvous: object) -> tuple[int, int]:
+    """``(local_rank, local_world_size)``: this machine's share of the ranks (a local run:
+    all of them; under torchrun: ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE``)."""
+    if rendezvous is not None:
+        return rank, world_size
+    rank = int(os.environ.get("RANK", rank))
+    world_size = int(os.environ.get("WORLD_SIZE", world_size))
+    return (
+        int(os.environ.get("LOCAL_RANK", rank)),
+        int(os.environ.get("LOCAL_WORLD_SIZE", world_size)),
+    )
+
+
 def loopback_interface() -> str:
     """The name of the loopback network interface ("lo" on Linux, "lo0" on macOS)."""
     return "lo0" if sys.platform == "darwin" else "lo"
@@ -113,24 +153,23 @@ def init_distributed(
     (gloo then listens on loopback only), or None for ``env://`` (torchrun). Ranks first
     wait up to :data:`STARTUP_TIMEOUT` for each other, then make the process group with
     ``timeout``, which bounds every later wait: a dead or hung peer is an error after
-    ``timeout`` seconds, not an endless wait.
+    ``timeout`` seconds, not an endless wait. The rank's device is made current first of
+    all (:func:`make_current`).
     """
+    torch_device, backend, via_cpu = pick_device(
+        device, *local_placement(rank, world_size, rendezvous)
+    )
+    make_current(torch_device)  # before the rendezvous, the process group and the model
     if rendezvous is not None:
         os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()  # this rank's process only
         store = dist.FileStore(str(rendezvous), world_size)
-        local_rank, local_world_size = rank, world_size
     else:
         store, rank, world_size = next(
             dist.rendezvous("env://", rank, world_size, timeout=timedelta(seconds=STARTUP_TIMEOUT))
         )
-        local_rank = int(os.environ.get("LOCAL_RANK", rank))
-        local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     store.set_timeout(timedelta(seconds=STARTUP_TIMEOUT))
     store.set(f"ppbook/arrived/{rank}", "1")  # wait for all ranks before the short timeout
     store.wait([f"ppbook/arrived/{r}" for r in range(world_size)])
-    torch_device, backend, via_cpu = pick_device(device, local_rank, local_world_size)
-    if torch_device.type == "cuda":
-        torch.cuda.set_device(torch_device)
     wait = timedelta(seconds=timeout)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=wait)
     ranks = list(range(world_size))

@@ -10,6 +10,11 @@ mean-squared-error loss against random targets, so the data needs no tokenizer.
   4x expansion gives much compute per activation sent between stages.
 - :func:`transformer`: pre-norm transformer blocks (attention and an MLP, each with a
   residual connection), as in GPT-2 (Radford et al. 2019), on random embeddings.
+
+Models, inputs and targets are made in ``RunConfig.dtype``: in bfloat16 (mixed precision,
+:mod:`ppbook.runtime.precision`) the weights, the data and so every message between
+stages are bf16. The data is drawn in float32 and rounded, so a bf16 run sees the float32
+run's batch, rounded.
 """
 
 from __future__ import annotations
@@ -77,6 +82,24 @@ def transformer(hidden: int, num_blocks: int, num_heads: int = 2) -> list[nn.Mod
     return [TransformerBlock(hidden, num_heads) for _ in range(num_blocks)]
 
 
+ROUNDINGS_PER_BLOCK = {"mlp": 3, "transformer": 12}
+"""bf16 operations on the longest path through one block's forward, each rounding its
+output: the MLP's Linear, Tanh, Linear; the transformer's LayerNorm, q/k/v, scores,
+softmax, weights times values, projection, residual add, LayerNorm, Linear, GELU, Linear,
+residual add (the scaling and the mask act on the scores, rounded once with them)."""
+
+
+def rounding_depth(config, num_parts: int) -> int:
+    """d: bf16 roundings on the longest path through ``config``'s model forward
+    (:data:`ROUNDINGS_PER_BLOCK` per example block; one per leaf module of a model given as
+    modules). :func:`ppbook.runtime.reference.mixed_tolerance` counts with it."""
+    if isinstance(config.model, str):
+        return ROUNDINGS_PER_BLOCK[config.model] * (config.num_blocks or num_parts)
+    return sum(
+        1 for block in as_blocks(config.model) for m in block.modules() if not list(m.children())
+    )
+
+
 def make_blocks(name: str, hidden: int, num_blocks: int, num_heads: int = 2) -> list[nn.Module]:
     """The example model ``name`` ("mlp" or "transformer") as a list of blocks."""
     if name == "mlp":
@@ -128,11 +151,13 @@ def make_batch(
     """Random inputs and targets (shapes per sample), one of each per micro-batch.
 
     Seeded by ``seed`` alone, so every rank and the single-process reference make the same.
+    A bf16 batch is drawn in float32 and rounded (the float32 batch of the same seed).
     """
     generator = torch.Generator().manual_seed(seed)
     batch = num_microbatches * microbatch_size
-    inputs = torch.randn((batch, *input_shape), generator=generator, dtype=dtype)
-    targets = torch.randn((batch, *target_shape), generator=generator, dtype=dtype)
+    drawn = torch.float32 if dtype == torch.bfloat16 else dtype
+    inputs = torch.randn((batch, *input_shape), generator=generator, dtype=drawn).to(dtype)
+    targets = torch.randn((batch, *target_shape), generator=generator, dtype=drawn).to(dtype)
     return list(inputs.chunk(num_microbatches)), list(targets.chunk(num_microbatches))
 
 
@@ -172,10 +197,15 @@ def part_outputs(
 
 def step_data(config, parts: Sequence[nn.Module]):
     """``(inputs, targets, layouts)`` of one step of ``config``: the micro-batches every rank
-    and the one-process reference use, and each part's output layout (:func:`part_outputs`)."""
+    and the one-process reference use, and each part's output layout: for an example model
+    the input's (each of its blocks maps ``(b, ..., hidden)`` to the same shape; no dry run
+    of a large model on the CPU), else :func:`part_outputs`'s."""
     dtype = getattr(torch, config.dtype)
     shape = input_shape(config)
-    layouts = part_outputs(parts, shape, config.microbatch_size, dtype)
+    if isinstance(config.model, str):  # an example's blocks keep their input's shape
+        layouts = [(dtype, (config.microbatch_size, *shape))] * len(parts)
+    else:
+        layouts = part_outputs(parts, shape, config.microbatch_size, dtype)
     inputs, targets = make_batch(
         shape,
         layouts[-1][1][1:],

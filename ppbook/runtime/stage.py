@@ -20,6 +20,11 @@ the last input-path nodes and runs those nodes again in ``W``. Frozen weights
 (``requires_grad=False``) are left alone; a part without trainable weights has nothing to
 do in ``W``.
 
+Mixed precision (``masters``, :class:`~ppbook.runtime.precision.MasterWeights`): after
+every ``B`` and every ``W`` the stage adds the micro-batch's bf16 weight gradients into
+their fp32 buffers and clears them, so micro-batches add up in fp32 (Megatron-LM's
+``main_grad``). Without ``masters`` (float32, float64) the gradients add up in ``.grad``.
+
 No communication here: :mod:`ppbook.runtime.execute` moves tensors between stages.
 """
 
@@ -30,6 +35,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
+
+from ppbook.runtime.precision import MasterWeights
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -42,6 +49,8 @@ class Stage:
     that summing over the m micro-batches gives the loss of the whole batch.
     ``log``: a list shared by the stages of one rank, to which each computation appends
     its action (``"1F3"``), so tests can check what really ran, in what order.
+    ``masters``: in mixed precision, the fp32 master weights and gradient buffers of the
+    part's :meth:`weights`, into which each ``B`` and ``W`` adds its gradients.
     """
 
     def __init__(
@@ -53,6 +62,7 @@ class Stage:
         first: bool,
         loss_fn: Loss | None = None,
         log: list[str] | None = None,
+        masters: MasterWeights | None = None,
     ):
         self.stage = stage
         self.module = module
@@ -60,6 +70,7 @@ class Stage:
         self.first = first
         self.loss_fn = loss_fn
         self.log = log if log is not None else []
+        self.masters = masters
         self.saved: dict[int, tuple] = {}  # micro-batch -> (input, output)
         self.weight_work: dict[int, tuple] = {}  # micro-batch -> (edges, their gradients)
 
@@ -90,6 +101,7 @@ class Stage:
         x, out = self.saved.pop(microbatch)
         if out.requires_grad:  # else: a first part without trainable weights
             torch.autograd.backward(out, grad_output)
+        self._collect()
         if self.first:
             return None
         return x.grad if x.grad is not None else torch.zeros_like(x)
@@ -131,6 +143,12 @@ class Stage:
         for weight, grad in zip(weights, found, strict=True):
             if grad is not None:
                 weight.grad = grad if weight.grad is None else weight.grad + grad
+        self._collect()
+
+    def _collect(self) -> None:
+        """Mixed precision: move this micro-batch's weight gradients into the fp32 buffers."""
+        if self.masters is not None:
+            self.masters.collect()
 
 
 def split_graph(

@@ -11,6 +11,11 @@ each of which sees half of the micro-batches. As DualPipe's own example does
 its mirror), the copies' gradients are summed before the step: each copy then holds the
 whole-batch gradient, as one process would have it, and both copies step identically and
 stay equal. :func:`combine_copies` does the sum with one all-reduce over every rank.
+
+In mixed precision (``dtype="bfloat16"``, :mod:`ppbook.runtime.precision`) the optimizer
+and its state live on the fp32 master weights, whose gradients are the fp32 sums of the
+micro-batches' bf16 gradients: the copies are combined there, in fp32, and the step on
+the masters is copied back into the bf16 weights (:func:`stepped_weights`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ def make_optimizer(config: RunConfig, weights: Sequence[nn.Parameter]) -> torch.
     raise ValueError(f"optimizer must be 'sgd' or 'adam', got {config.optimizer!r}")
 
 
+def stepped_weights(stage: Stage) -> list[nn.Parameter]:
+    """What the optimizer steps for ``stage``: its fp32 masters in mixed precision (their
+    ``.grad``: the fp32 gradient sums), else its weights."""
+    return stage.masters.masters if stage.masters is not None else stage.weights()
+
+
 def copied_parts(schedule: Schedule) -> list[int]:
     """The model parts that more than one stage holds (DualPipe: every part)."""
     holders: dict[int, int] = {}
@@ -49,33 +60,37 @@ def combine_copies(
     stages: dict[int, Stage],
     parts: Sequence[nn.Module],
     device: torch.device,
+    dtype: torch.dtype | None = None,
 ) -> None:
     """Give every copy of a model part the sum of all copies' gradients (collective).
 
     Every rank calls this after its backward, with its ``stages`` and the model ``parts``
     (for the sizes of the parts it does not hold); ``device`` is where the all-reduce runs
-    (the context's ``comm_device``). A rank without a copy of a part adds zeros.
+    (the context's ``comm_device``), in ``dtype`` (default: the parts' own; fp32 in mixed
+    precision, where the gradients of :func:`stepped_weights` are summed). A rank without a
+    copy of a part adds zeros.
     """
     copied = copied_parts(schedule)
     weights = [w for part in copied for w in parts[part].parameters() if w.requires_grad]
     if not weights:  # the same on every rank: all skip the collective
         return
     sizes = [sum(w.numel() for w in parts[part].parameters() if w.requires_grad) for part in copied]
-    total = torch.zeros(sum(sizes), dtype=weights[0].dtype, device=device)  # every copied weight
+    dtype = weights[0].dtype if dtype is None else dtype
+    total = torch.zeros(sum(sizes), dtype=dtype, device=device)  # every copied weight
     offsets = dict(zip(copied, _starts(sizes), strict=True))
     mine = [stage for stage in stages.values() if schedule.model_part(stage.stage) in offsets]
     for stage in mine:
         at = offsets[schedule.model_part(stage.stage)]
-        for weight in stage.weights():
+        for weight in stepped_weights(stage):
             if weight.grad is not None:
-                total[at : at + weight.numel()] += weight.grad.reshape(-1).to(device)
+                total[at : at + weight.numel()] += weight.grad.reshape(-1).to(device, dtype)
             at += weight.numel()
     dist.all_reduce(total)
     for stage in mine:
         at = offsets[schedule.model_part(stage.stage)]
-        for weight in stage.weights():
+        for weight in stepped_weights(stage):
             piece = total[at : at + weight.numel()].view_as(weight)
-            weight.grad = piece.to(weight.device).clone()
+            weight.grad = piece.to(weight.device, weight.dtype).clone()
             at += weight.numel()
 
 

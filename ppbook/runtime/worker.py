@@ -38,9 +38,10 @@ from ppbook.runtime.models import (
     step_data,
 )
 from ppbook.runtime.plan import ACTIVATION, Identity, incoming
+from ppbook.runtime.precision import MIXED, MasterWeights, master_dtype
 from ppbook.runtime.result import RankRecord, RunResult, assemble
 from ppbook.runtime.stage import Stage
-from ppbook.runtime.training import combine_copies, make_optimizer
+from ppbook.runtime.training import combine_copies, make_optimizer, stepped_weights
 from ppbook.schedule import Schedule
 
 Job = tuple[RunConfig, Schedule]
@@ -162,7 +163,9 @@ def serve(
 
 def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
     """Build this rank's stages for ``config`` and run its training steps: each is the
-    schedule's actions, then the optimizer step (:mod:`ppbook.runtime.training`)."""
+    schedule's actions, then the optimizer step (:mod:`ppbook.runtime.training`). In
+    bfloat16 each stage keeps fp32 master weights and gradient sums, which the optimizer
+    steps (:mod:`ppbook.runtime.precision`)."""
     parts = num_parts(schedule)
     blocks = build_blocks(config, parts)
     bounds = part_bounds(len(blocks), parts)
@@ -172,15 +175,18 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
     stages = {}
     for stage in schedule.stages_on(ctx.rank):
         part = schedule.model_part(stage)
+        module = copy.deepcopy(modules[part]).to(ctx.device)
+        held = [w for w in module.parameters() if w.requires_grad]
         stages[stage] = Stage(
             stage,
-            copy.deepcopy(modules[part]).to(ctx.device),
+            module,
             num_microbatches=config.num_microbatches,
             first=part == 0,
             loss_fn=functional.mse_loss if part == parts - 1 else None,
             log=log,
+            masters=MasterWeights(held) if config.dtype == MIXED else None,
         )
-    weights = [w for stage in stages.values() for w in stage.weights()]
+    weights = [w for stage in stages.values() for w in stepped_weights(stage)]
     optimizer = make_optimizer(config, weights) if weights else None
 
     def layout(identity: Identity) -> tuple[torch.dtype, tuple[int, ...]]:
@@ -194,35 +200,44 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
     for _ in range(config.steps):
         for stage in stages.values():
             stage.module.zero_grad(set_to_none=True)
+            if stage.masters is not None:
+                stage.masters.zero()
         log.clear()
         dist.barrier()  # the ranks start each step together
         runner = StepRunner(
             schedule, ctx.rank, stages, messenger, inputs, targets, config.fault, config.transport
         )
         starts, ends, losses = runner.run()
-        combine_copies(schedule, stages, modules, ctx.comm_device)  # DualPipe: sum copies
+        # DualPipe: sum the copies' gradients (in fp32 in mixed precision)
+        combine_copies(schedule, stages, modules, ctx.comm_device, master_dtype(config.dtype))
         if optimizer is not None:
             optimizer.step()
+        for stage in stages.values():
+            if stage.masters is not None:  # the stepped fp32 masters, rounded into bf16
+                stage.masters.copy_back()
         record.starts.append(starts)
         record.ends.append(ends)
         record.executed.append(list(log))
         record.losses.append(float(sum(loss.item() for loss in losses)))
     if config.collect_grads:
-        held = [(schedule.model_part(s.stage), s.module) for s in stages.values()]
+        held = [(schedule.model_part(s.stage), s.module, s.masters) for s in stages.values()]
         keep_parameters(record, bounds, held)
     record.listening = listening_addresses()
     return record
 
 
-def keep_parameters(
-    record: RankRecord, bounds: list[tuple[int, int]], held: list[tuple[int, torch.nn.Module]]
-) -> None:
+def keep_parameters(record: RankRecord, bounds: list[tuple[int, int]], held: list[tuple]) -> None:
     """Put into ``record`` the last step's gradients and the parameters after its update,
-    named as in the whole model; ``held``: (model part, module) for each part on this rank."""
+    named as in the whole model; ``held``: (model part, module) or (model part, module,
+    masters) for each part on this rank. With masters (mixed precision) a trained weight
+    is reported as the optimizer holds it: its fp32 master and fp32 gradient sum."""
     record.grads, record.params = {}, {}
-    for part, module in held:
+    for part, module, *rest in held:
+        masters = rest[0] if rest else None
+        kept = {} if masters is None else masters.by_weight()
         for local, param in module.named_parameters():
             name = global_name(bounds, part, local)  # copies of a part: equal, kept once
+            param = kept.get(id(param), param)
             record.params[name] = param.detach().cpu()
             if param.grad is not None:
                 record.grads[name] = param.grad.detach().cpu()
