@@ -141,9 +141,7 @@ def assert_matches_reference(
         ("gradient of {}", result.grads, reference.grads),
         ("value of {} after the last step", result.params, reference.params),
     ):
-        if set(got) != set(expected):
-            missing = sorted(set(got) ^ set(expected))
-            raise AssertionError(f"{label}: the {what.format(missing)} is missing on one side")
+        _same_names(label, what, got, expected)
         for name, value in expected.items():
             torch.testing.assert_close(
                 got[name],
@@ -152,6 +150,13 @@ def assert_matches_reference(
                 atol=atol,
                 msg=lambda m, name=name, what=what: f"{label}: {what.format(name)} differs. {m}",
             )
+
+
+def _same_names(label: str, what: str, got: dict, expected: dict) -> None:
+    """AssertionError naming the tensors that only one side of a comparison has."""
+    if set(got) != set(expected):
+        missing = sorted(set(got) ^ set(expected))
+        raise AssertionError(f"{label}: the {what.format(missing)} is missing on one side")
 
 
 def _assert_mixed_matches(result: RunResult, reference: Reference) -> None:
@@ -168,9 +173,7 @@ def _assert_mixed_matches(result: RunResult, reference: Reference) -> None:
         ("gradient of {}", result.grads, reference.grads),
         ("value of {} after the last step", result.params, reference.params),
     ):
-        if set(got) != set(expected):
-            missing = sorted(set(got) ^ set(expected))
-            raise AssertionError(f"{label}: the {what.format(missing)} is missing on one side")
+        _same_names(label, what, got, expected)
         pairs += [(what.format(name), got[name], value) for name, value in expected.items()]
     for what, got, want in pairs:
         got, want = got.double(), want.double()
