@@ -1,4 +1,4 @@
-"""The layer time model (:mod:`ppbook.layer_time`): its fit to the H200 and how fast
+"""The layer time model (:mod:`ppbook.cost_model.layer_time`): its fit to the H200 and how fast
 ``ppbook layer`` answers.
 
 Run: ``.venv/bin/python benchmarks/bench_layer.py [--fit] [--repeat N]`` (not a test; no
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ppbook.layer_time import Constants, Device, layer_times
-from ppbook.memory import ModelShape, Parallel
+from ppbook.cost_model.layer_time import Constants, Device, layer_times
+from ppbook.cost_model.memory_bytes import ModelShape, Parallel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200_layer_times.jsonl"
 H200 = Device.of(989.0, 4800.0)  # the H200's card (ppbook/data/gpu_cards.json)

@@ -181,7 +181,7 @@ def widget_updates(repeat: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # this script's own process only
-    from ppbook.widgets.timeline import schedule_explorer
+    from ppbook.widgets.timeline_explorer import schedule_explorer
 
     explorer = schedule_explorer()
     rows = []

@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from ppbook import layer_time, sizing, sizing_costs, sizing_step, step_work
-from ppbook.memory import ModelShape
-from ppbook.sizing import size
-from ppbook.sizing_costs import A100_SXM_80GB, Hardware
+from ppbook.cost_model import layer_time, search_costs, search_step, sizing_search, step_work
+from ppbook.cost_model.memory_bytes import ModelShape
+from ppbook.cost_model.search_costs import A100_SXM_80GB, Hardware
+from ppbook.cost_model.sizing_search import size
 
 GOAL_S = 10.0
 """Search time goal, in seconds (issue 9: a search over a few thousand configurations)."""
@@ -47,7 +47,13 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="options ranked (0: all)")
     args = parser.parse_args()
     for name, shape, batch, hardware in SEARCHES:
-        for module in (sizing, sizing_costs, sizing_step, layer_time, step_work):  # every cache
+        for module in (
+            sizing_search,
+            search_costs,
+            search_step,
+            layer_time,
+            step_work,
+        ):  # every cache
             for value in vars(module).values():
                 if hasattr(value, "cache_clear"):
                     value.cache_clear()
@@ -55,7 +61,7 @@ def main() -> None:
         result = size(shape, batch, hardware, top=args.top or None)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         fitting = len(result.ranked) + result.not_ranked
-        simulated = sizing_costs.simulated.cache_info().misses
+        simulated = search_costs.simulated.cache_info().misses
         best = result.best
         print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU (goal {GOAL_S:g} s)")
         print(

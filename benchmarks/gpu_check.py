@@ -13,7 +13,8 @@ the folder ``OUT``:
 2. ``layer_times.jsonl``, ``layer_times.log``: ``benchmarks/measure_layer.py``, one bf16
    GPT layer timed at the four sizes of ``data/h200_gpt_layer_times.jsonl``;
 3. ``memory.json``: a bf16 transformer trained with Adam on every rank of the mode, each
-   rank's ``torch.cuda.max_memory_allocated`` against :func:`ppbook.memory.peak_memory`'s
+   rank's ``torch.cuda.max_memory_allocated`` against
+   :func:`ppbook.cost_model.memory_bytes.peak_memory`'s
    prediction for the same shape, schedule and micro-batch (its static bytes assume
    mixed-precision Adam at 16 bytes a parameter; the runtime keeps 2 bf16 + 4 fp32 master
    + 4 fp32 gradient sum + 8 Adam, and a bf16 gradient for a moment: 20);
@@ -120,10 +121,11 @@ def memory_rank(rank: int, world_size: int, folder: str, config) -> None:
 
 
 def measure_memory(nproc: int) -> dict:
-    """Each rank's ``max_memory_allocated`` and :func:`ppbook.memory.peak_memory`'s."""
+    """Each rank's ``max_memory_allocated`` and
+    :func:`ppbook.cost_model.memory_bytes.peak_memory`'s."""
     import torch.multiprocessing as mp
 
-    from ppbook.memory import ModelShape, Parallel, peak_memory
+    from ppbook.cost_model.memory_bytes import ModelShape, Parallel, peak_memory
     from ppbook.runtime.config import RunConfig, check
     from ppbook.simulate import simulate
 
@@ -158,7 +160,8 @@ def measure_memory(nproc: int) -> dict:
             }
             for r in range(nproc)
         ],
-        "note": "prediction: ppbook.memory.peak_memory (16 B a parameter, Korthikanti's "
+        "note": "prediction: ppbook.cost_model.memory_bytes.peak_memory "
+        "(16 B a parameter, Korthikanti's "
         "activations with dropout masks); the runtime: 20 B a parameter with Adam, "
         "attention written out, no dropout",
     }

@@ -1,6 +1,6 @@
 # ruff: noqa: B023, E741, F821 -- kept as it ran on the H200 (data/README.md), only reformatted
 """Measure a GPT layer's forward, full backward and input-only backward on this GPU in
-bf16, and set them beside ppbook.flops' counts (the sizing model's F, I, W).
+bf16, and set them beside ppbook.cost_model.flops' counts (the sizing model's F, I, W).
 Run from the repository root with PYTHONPATH=. on a GPU machine (--cpu: a tiny CPU smoke run);
 prints one JSON line per shape."""
 
@@ -104,8 +104,8 @@ for h, heads, s, b, L in SHAPES:
     row["tflops_fwdbwd_megatron"] = 3 * mega_f / (F + B) / 1e12
     row["mfu_fwdbwd"] = 3 * mega_f / (F + B) / PEAK
     try:
-        from ppbook.flops import layer_flops
-        from ppbook.memory import ModelShape, Parallel
+        from ppbook.cost_model.flops import layer_flops
+        from ppbook.cost_model.memory_bytes import ModelShape, Parallel
 
         pf = layer_flops(
             ModelShape(layers=L, hidden=h, heads=heads, vocab=32000, seq_len=s),

@@ -13,7 +13,7 @@ The cost of a chunk (one convention across the package): a cost is the time of o
 of one micro-batch through ONE DEVICE'S SHARE of the model (1/p of its layers). A schedule
 whose micro-batch routes pass through more stages than there are ranks runs each chunk
 pass in ``cost * share`` with ``share = num_ranks / len(route)``
-(:attr:`ppbook.schedule.Schedule.chunk_share`: 1/v for interleaved 1F1B with v chunks,
+(:attr:`ppbook.pipeline_schedule.Schedule.chunk_share`: 1/v for interleaved 1F1B with v chunks,
 1/2 for ZB-V and DualPipeV, 1 for GPipe, 1F1B, ZB-H1, ZB-H2 and DualPipe).
 :meth:`Costs.per_stage` applies the share, so the same ``Costs`` compare schedules with
 different v fairly. ``activation_bytes`` follows the same convention (bytes of one
@@ -201,7 +201,7 @@ class Costs:
 
         One value per stage: the time of one pass of one micro-batch through that stage.
         ``share`` is the part of one device's share of the model that a stage holds
-        (:attr:`ppbook.schedule.Schedule.chunk_share`, 1/v with v chunks per rank): every
+        (:attr:`ppbook.pipeline_schedule.Schedule.chunk_share`, 1/v with v chunks per rank): every
         compute cost is multiplied by it. ``FB`` is a list only when given (otherwise a
         pair costs ``F + B`` of its stages).
         """
@@ -239,7 +239,7 @@ class Costs:
         """Bytes one micro-batch's activations take on each stage, if given.
 
         ``activation_bytes`` is for one device's share of the model; a stage holding
-        ``share`` of it (:attr:`ppbook.schedule.Schedule.chunk_share`) holds that part.
+        ``share`` of it (:attr:`ppbook.pipeline_schedule.Schedule.chunk_share`) holds that part.
         """
         if self.activation_bytes is None:
             return None

@@ -5,7 +5,7 @@ waits for which), the torch runtime (which message each action receives and send
 tests' lower bounds. A new action kind or placement changes this module only.
 
 With "before" and "after" the neighbouring stages on the micro-batch's route
-(:meth:`ppbook.schedule.Schedule.neighbours`: ``s - 1`` and ``s + 1`` unless the schedule
+(:meth:`ppbook.pipeline_schedule.Schedule.neighbours`: ``s - 1`` and ``s + 1`` unless the schedule
 gives routes):
 
 - ``F(s, j)`` waits for ``F(before, j)`` and receives its output (an ``ACTIVATION``);
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 
 ACTIVATION, GRADIENT = 0, 1
 """What crosses a stage boundary: a forward's output, or a backward's input gradient."""

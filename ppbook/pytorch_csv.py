@@ -6,7 +6,7 @@ or, by default for its multi-stage schedules, with communication and sharding as
 ``0SEND_F1`` (stage 0 sends micro-batch 1's activation), ``1RECV_F0``, ``0SEND_B0``,
 ``1RECV_B0``, ``0UNSHARD``, ``0RESHARD`` and ``0REDUCE_GRAD``. :func:`read_csv` reads both:
 ppbook simulates compute, so it drops the other actions and says how many in
-:attr:`Schedule.notes <ppbook.schedule.Schedule.notes>`. :func:`write_csv` writes the
+:attr:`Schedule.notes <ppbook.pipeline_schedule.Schedule.notes>`. :func:`write_csv` writes the
 compute-only form, which PyTorch's ``_load_csv`` reads (``format="compute_only"``).
 
 CSV carries no routes: a DualPipe file is read with ``read_csv(path, routes="two-way")``
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ppbook import limits
 from ppbook.checks import clipped
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.simulate import unit_cost_steps
 
 COMMUNICATION = ("SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD")
@@ -44,7 +44,7 @@ def read_csv(path: str | Path, **kwargs) -> Schedule:
 
     The file must be UTF-8 (a byte-order mark is accepted). Errors are one-line
     ValueErrors that name the file. Keyword arguments go to
-    :meth:`~ppbook.schedule.Schedule.from_strings` (``name`` defaults to the file's stem).
+    :meth:`~ppbook.pipeline_schedule.Schedule.from_strings` (``name`` defaults to the file's stem).
     """
     path = Path(path)
     cut = clipped(str(path), 200)
@@ -79,7 +79,7 @@ def read_csv_text(text: str, **kwargs) -> Schedule:
 
     Empty rows at the end are not ranks. PyTorch's communication and sharding actions
     (:data:`COMMUNICATION`) are dropped, and a note in ``Schedule.notes`` says how many of
-    each. Keyword arguments go to :meth:`~ppbook.schedule.Schedule.from_strings`.
+    each. Keyword arguments go to :meth:`~ppbook.pipeline_schedule.Schedule.from_strings`.
     """
     most = limits.current().actions * limits.CSV_BYTES_PER_ACTION
     if len(text) > most:

@@ -42,7 +42,7 @@ import heapq
 
 from ppbook.costs import Costs
 from ppbook.dependencies import BACKWARD, needs, sends
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 
 START, DONE, FREE, WAKE = range(4)  # event kinds, in the order they are handled at one instant
 

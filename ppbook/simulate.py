@@ -11,7 +11,7 @@ waits for. No recursion, so no recursion limit.
 What waits for what is :mod:`ppbook.dependencies`' rule, looked up through the
 :class:`~ppbook.validate.ScheduleIndex` that validation builds (integer keys computed once
 per stage, kind and route). Each chunk pass takes its cost times the schedule's
-:attr:`~ppbook.schedule.Schedule.chunk_share` (costs are for one device's share of the
+:attr:`~ppbook.pipeline_schedule.Schedule.chunk_share` (costs are for one device's share of the
 model); transfers are not scaled.
 
 Communication (:mod:`ppbook.costs`, :mod:`ppbook.links`): by default a message that crosses
@@ -50,7 +50,7 @@ from ppbook import limits, shared_device
 from ppbook.checks import as_count, shown
 from ppbook.costs import Costs
 from ppbook.dependencies import sends
-from ppbook.schedule import KINDS, Action, Schedule
+from ppbook.pipeline_schedule import KINDS, Action, Schedule
 from ppbook.timeline import Timeline
 from ppbook.validate import ScheduleError, validate
 

@@ -16,7 +16,7 @@ the start of its ``F`` until the end of its backward ``B``, or of its ``W`` when
 is split into ``I`` and ``W`` (with ``w_memory`` < 1, all but that share are freed at the
 end of ``I``, the Zero Bubble paper's accounting). Amounts are in micro-batch activations
 of a full stage (one device's share of the model): a stage chunk of a schedule with v
-chunks per rank counts :attr:`~ppbook.schedule.Schedule.chunk_share` = 1/v, so amounts
+chunks per rank counts :attr:`~ppbook.pipeline_schedule.Schedule.chunk_share` = 1/v, so amounts
 compare across schedules (with m >= p, the first rank holds p of them under 1F1B and
 p + (p-1)/v under interleaved 1F1B). Bytes use the per-stage ``activation_bytes`` when
 given.
@@ -34,7 +34,7 @@ from functools import cached_property
 from itertools import accumulate
 
 from ppbook.checks import as_count, finite_result
-from ppbook.schedule import Action, Schedule, Step
+from ppbook.pipeline_schedule import Action, Schedule, Step
 
 ACTIVATION_UNIT = "micro-batch activations of a full stage"
 """The unit of :meth:`Timeline.memory` and :meth:`Timeline.peak_activations`."""

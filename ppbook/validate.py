@@ -10,7 +10,7 @@ from __future__ import annotations
 from ppbook import limits
 from ppbook.checks import shown
 from ppbook.dependencies import BACKWARD, needs
-from ppbook.schedule import KINDS, Action, Schedule, numbers
+from ppbook.pipeline_schedule import KINDS, Action, Schedule, numbers
 
 MAX_LISTED = 12
 """Most problems listed in one :class:`ScheduleError` message."""
@@ -238,7 +238,8 @@ def validate(schedule: Schedule) -> ScheduleIndex:
     """
     if not isinstance(schedule, Schedule):
         raise ValueError(
-            f"expected a ppbook.schedule.Schedule, got {type(schedule).__name__}; build one "
+            f"expected a ppbook.pipeline_schedule.Schedule, got {type(schedule).__name__}; "
+            f"build one "
             "with ppbook.schedules.build or read one with ppbook.pytorch_csv.read_csv"
         )
     index = ScheduleIndex(schedule)

@@ -36,12 +36,12 @@ from ppbook.runtime.recording import (
     Recording,
     environment,
     load_recordings,
-    plot_comparison,
     read_recording,
     write_recording,
 )
 from ppbook.schedules import gpipe, one_f_one_b
 from ppbook.simulate import simulate
+from ppbook.views.comparison import plot_comparison
 from ppbook.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parent.parent

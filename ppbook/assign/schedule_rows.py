@@ -18,7 +18,7 @@ import re
 from collections import Counter
 
 from ppbook.checks import joined_lines
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.timeline import ACTIVATION_UNIT, Timeline
 
 _ACTION = re.compile(r"^(\d{1,6})([FBIW])(\d{1,6})$")

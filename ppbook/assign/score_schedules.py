@@ -33,7 +33,7 @@ from ppbook.assign.drawn import on_drawn_cases
 from ppbook.assign.schedule_rows import one_line, over_limit, read_rows
 from ppbook.assign.score_design import score_design  # noqa: F401 (assignment 4's score)
 from ppbook.costs import Costs
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules.basic import one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
@@ -61,9 +61,9 @@ READY_MADE_ORDERS = (
     "ppbook.runtime",  # torch_import (PyTorch's orders), examples, config.build_schedule
     "ppbook.cli",  # ppbook simulate --schedule NAME
     "ppbook.widgets",  # widgets build schedules by name
-    "ppbook.sizing",
+    "ppbook.cost_model.sizing_search",
     "ppbook.paper_tables",
-    "ppbook.across_nodes",
+    "ppbook.cost_model.across_nodes",
     "ppbook.closed_form",
     "ppbook.critical_path",
     "ppbook.exercises.solution",

@@ -1,15 +1,15 @@
 """``ppbook layer``: one transformer layer's pass times from the GPU model
-(:mod:`ppbook.layer_time`).
+(:mod:`ppbook.cost_model.layer_time`).
 
 Prints ``F``, ``B``, ``I`` and ``W`` of one micro-batch through one layer on one
 tensor-parallel rank, in seconds, with what each pass spends on matrix multiplies,
-attention and element-wise work, and the layer's FLOPs as :mod:`ppbook.flops` counts them
+attention and element-wise work, and the layer's FLOPs as :mod:`ppbook.cost_model.flops` counts them
 (the Zero Bubble paper's Table 1: attention counted in full, as if not causal); with
 ``--json`` one object with keys ``F``, ``B``, ``I``, ``W`` (seconds), ``flops`` (its
 ``F``, ``I``, ``W``, ``B``), ``parts`` and the inputs. The default block is the one
 timed on the H200: pre-norm GPT, causal flash attention, a 4h GELU MLP, bf16, on the
 default GPU type h200, without dropout; ``--attention standard`` times Megatron-LM's block,
-which drops out unless ``--no-dropout`` (:data:`ppbook.layer_time.DROPOUT_DEFAULT`). Bad
+which drops out unless ``--no-dropout`` (:data:`ppbook.cost_model.layer_time.DROPOUT_DEFAULT`). Bad
 input ends with a one-line error and exit status 2.
 """
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppbook.flops import layer_flops
-from ppbook.gpu_cards import GPU_TYPES, gpu_card
-from ppbook.layer_time import ATTENTION, Device, dropout_of, layer_parts, layer_times
-from ppbook.memory import RECOMPUTE, ModelShape, Parallel
+from ppbook.cost_model.flops import layer_flops
+from ppbook.cost_model.gpu_cards import GPU_TYPES, gpu_card
+from ppbook.cost_model.layer_time import ATTENTION, Device, dropout_of, layer_parts, layer_times
+from ppbook.cost_model.memory_bytes import RECOMPUTE, ModelShape, Parallel
 
 DEFAULT_GPU = "h200"
 """``ppbook layer``'s default card: the GPU the model was calibrated on."""
@@ -35,7 +35,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description=(
             "One pre-norm GPT layer (LayerNorm, multi-head attention, LayerNorm, 4h GELU "
             "MLP) in bf16: F, B = I + W, I (input gradient) and W (weight gradient) of one "
-            "micro-batch on one tensor-parallel rank, in seconds (ppbook.layer_time: GEMMs "
+            "micro-batch on one tensor-parallel rank, in seconds "
+            "(ppbook.cost_model.layer_time: GEMMs "
             "at an efficiency growing with their shapes, attention, element-wise work on "
             "the card's peak and HBM bandwidth; calibrated on an H200)."
         ),
@@ -127,6 +128,6 @@ def report(out: dict, card: str) -> str:
         )
     lines.append(
         "ms: seconds x 1e3 (parts before recomputation, which I adds); TFLOP/s: "
-        "ppbook.flops' count (attention in full) over the time"
+        "ppbook.cost_model.flops' count (attention in full) over the time"
     )
     return "\n".join(lines)

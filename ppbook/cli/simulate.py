@@ -22,8 +22,8 @@ from ppbook import limits
 from ppbook.cli import communication, devices
 from ppbook.costs import Costs
 from ppbook.limits import capped
+from ppbook.pipeline_schedule import Schedule
 from ppbook.pytorch_csv import read_csv, write_csv
-from ppbook.schedule import Schedule
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import SYNC_MODES, simulate
 from ppbook.views.text import DEFAULT_WIDTH, metrics_text, needed_width, text_timeline

@@ -1,9 +1,9 @@
 """``ppbook size``: the (tensor, pipeline, data) splits, schedules and micro-batch sizes
-that fit a transformer on a cluster, fastest first (:func:`ppbook.sizing.size`).
+that fit a transformer on a cluster, fastest first (:func:`ppbook.cost_model.sizing_search.size`).
 
 Prints a ranked table, the memory breakdown of the best option and the rejected options
 grouped by reason, or with ``--json`` one JSON object
-(:meth:`ppbook.sizing_result.SizingResult.as_dict`). Bad input, and a job that fits in no
+(:meth:`ppbook.cost_model.search_result.SizingResult.as_dict`). Bad input, and a job that fits in no
 configuration, end with a one-line error and exit status 2 (with ``--json`` the object is
 printed first, with ``"fits": false``).
 """
@@ -13,25 +13,25 @@ from __future__ import annotations
 import argparse
 import json
 
-from ppbook.gpu_cards import GPU_TYPES
-from ppbook.layer_time import ATTENTION
-from ppbook.memory import RECOMPUTE, ModelShape
-from ppbook.sizing import SIZING_SCHEDULES, size
-from ppbook.sizing_costs import GB, Hardware
-from ppbook.sizing_result import SizingResult
+from ppbook.cost_model.gpu_cards import GPU_TYPES
+from ppbook.cost_model.layer_time import ATTENTION
+from ppbook.cost_model.memory_bytes import RECOMPUTE, ModelShape
+from ppbook.cost_model.search_costs import GB, Hardware
+from ppbook.cost_model.search_result import SizingResult
+from ppbook.cost_model.sizing_search import SIZING_SCHEDULES, size
 
 EPILOG = """\
 schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8 and any v up to 8 that
 splits the layers evenly), zb-h1, zb-h2, zb-v, dualpipev (pp = 1: no pipeline, 1f1b
 alone); micro-batch sizes 1, 2, 4, 8.
-time model (ppbook.sizing_costs), seconds:
-  compute      each pass from the GPU model (ppbook.layer_time, `ppbook layer`):
+time model (ppbook.cost_model.search_costs), seconds:
+  compute      each pass from the GPU model (ppbook.cost_model.layer_time, `ppbook layer`):
                GEMMs at an efficiency growing with their shapes, attention
                (--attention) and element-wise work on the card's peak and HBM
                bandwidth, calibrated on an H200; with --utilisation instead
                FLOPs (Zero Bubble paper, Table 1) / (TFLOPS * utilisation)
   step work    per micro-batch the gradients accumulated (6 bytes a parameter),
-               the embedding on the first stage (ppbook.step_work)
+               the embedding on the first stage (ppbook.cost_model.step_work)
   tensor par.  per layer 2 ring all-reduces of b*s*h*2 bytes forward, 2 backward
                (+2 with full recomputation), +1 on the first stage (the embedding)
                and +1 on the last (the head),

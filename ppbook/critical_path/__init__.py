@@ -25,7 +25,7 @@ for a grid of p and m. To put numbers in, use ``expr.xreplace({t_f: 1, ...})``:
 
 Costs follow ppbook's convention (:mod:`ppbook.costs`): each symbol is the pass time of
 one device's share of the model, a chunk pass takes it times the schedule's
-:attr:`~ppbook.schedule.Schedule.chunk_share` (``t_f/2`` for ZB-V), and the transfer
+:attr:`~ppbook.pipeline_schedule.Schedule.chunk_share` (``t_f/2`` for ZB-V), and the transfer
 time ``c`` is not scaled. Symbols: ``t_f``; ``t_i`` and ``t_w`` for a schedule that
 splits its backward (an unsplit ``B`` in it costs ``t_i + t_w``), else ``t_b``;
 ``t_fb`` for an overlapped forward-and-backward pair (DualPipe's F&B; with
@@ -63,7 +63,7 @@ from ppbook.critical_path.regions import Piece, envelope, matching_region
 from ppbook.critical_path.regions import pieces as _pieces
 from ppbook.critical_path.run import path_lengths, variables_of
 from ppbook.critical_path.space import NAMES, CostSpace, parse_conditions
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.symbolic import Formula, formulas
 from ppbook.symbolic.symbols import c, m, p, t_fb, v
 
@@ -121,7 +121,7 @@ def critical_path(
     """
     if not isinstance(schedule, Schedule):
         raise ValueError(
-            f"expected a ppbook.schedule.Schedule, got {type(schedule).__name__}; "
+            f"expected a ppbook.pipeline_schedule.Schedule, got {type(schedule).__name__}; "
             "build one with ppbook.schedules.build"
         )
     if split_backward not in (None, True, False):
@@ -240,7 +240,7 @@ def _formula_expr(formula) -> sp.Expr:
 
 
 def _chunk_share(schedule: Schedule) -> sp.Rational:
-    """:attr:`~ppbook.schedule.Schedule.chunk_share`, exactly: 1/v."""
+    """:attr:`~ppbook.pipeline_schedule.Schedule.chunk_share`, exactly: 1/v."""
     return sp.Rational(len(set(schedule.stage_to_rank)), len(schedule.route(0)))
 
 

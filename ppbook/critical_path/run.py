@@ -21,7 +21,7 @@ from fractions import Fraction
 from operator import add
 
 from ppbook.critical_path.space import CostSpace
-from ppbook.schedule import Action, Schedule
+from ppbook.pipeline_schedule import Action, Schedule
 from ppbook.simulate import simulate
 from ppbook.symbolic.symbols import c, t_b, t_f, t_fb, t_i, t_w
 from ppbook.validate import validate

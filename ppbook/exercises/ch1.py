@@ -16,7 +16,7 @@ import sympy as sp
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.schedule import Action, OverlapFB, Schedule
+from ppbook.pipeline_schedule import Action, OverlapFB, Schedule
 from ppbook.schedules import gpipe
 from ppbook.simulate import simulate
 from ppbook.symbolic import (
@@ -241,7 +241,7 @@ def _bubble_with_transfer(answer):
 @exercise(
     "1.7",
     "Construct GPipe's schedule for p = 3 stages and m = 4 micro-batches with "
-    "ppbook.schedule's Schedule (one stage per rank); the check simulates it and compares "
+    "ppbook.pipeline_schedule's Schedule (one stage per rank); the check simulates it and compares "
     "its bubble with the closed form.",
     kind="construct",
     solution="Each rank runs every forward, then every backward, in micro-batch order: "

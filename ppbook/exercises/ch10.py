@@ -4,7 +4,7 @@ The right answers come from the package and from PyTorch at check time: torchrun
 argument parser (``torch.distributed.run.get_args_parser``) and ``ppbook run``'s
 (:func:`ppbook.cli.run.add_arguments`) read the reader's command; the simulator
 (:func:`ppbook.simulate.simulate`) with a two-node :class:`~ppbook.links.Topology`, queued
-messages (``contention=True``) and :func:`ppbook.across_nodes.messages_across_nodes` time
+messages (``contention=True``) and :func:`ppbook.cost_model.across_nodes.messages_across_nodes` time
 a placement and a schedule; :func:`ppbook.runtime.torch_import.from_pytorch` builds
 PyTorch's order of the class the reader names. torch is imported only inside the checks
 that need it. The hints name the usual slips: ``--nproc-per-node`` taken as the total,
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from ppbook.across_nodes import messages_across_nodes
 from ppbook.checks import shown
+from ppbook.cost_model.across_nodes import messages_across_nodes
+from ppbook.cost_model.flops import layer_flops
+from ppbook.cost_model.memory_bytes import ModelShape, Parallel
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, number, right, wrong
 from ppbook.exercises.ch7 import NODE, Placed, placed
-from ppbook.flops import layer_flops
 from ppbook.links import Link, Topology, boundary_bytes
-from ppbook.memory import ModelShape, Parallel
 from ppbook.schedules import interleaved_1f1b, one_f_one_b, zb_v
 from ppbook.simulate import simulate
 
@@ -43,7 +43,8 @@ def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
     """The 13B model's stage costs (ms) on two nodes of 8: NVLink 4 inside a node,
     ``inter_gb_per_s`` (GB/s each way) between the nodes, messages queued on their links.
 
-    F, I and W of 40/16 layers at :data:`FLOPS_PER_SECOND` (:func:`ppbook.flops.layer_flops`,
+    F, I and W of 40/16 layers at :data:`FLOPS_PER_SECOND`
+    (:func:`ppbook.cost_model.flops.layer_flops`,
     embedding and head left out); one message is b s h x 2 bytes. ``placement``: each
     rank's device (default rank r on device r).
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.timeline import ACTIVATION_UNIT, Timeline

@@ -22,8 +22,8 @@ from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.dependencies import needs
 from ppbook.exercises import close, exercise, number, right, wrong
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.plan import ACTIVATION, GRADIENT, describe, sent_by, used_by
-from ppbook.schedule import Schedule
 from ppbook.schedules import gpipe, one_f_one_b, zb_v
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline

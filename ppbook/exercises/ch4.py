@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.schedule import Action, Schedule, parse_action
+from ppbook.pipeline_schedule import Action, Schedule, parse_action
 from ppbook.schedules import build, one_f_one_b, zb_h1, zb_h2, zb_v
 from ppbook.simulate import simulate
 from ppbook.timeline import ACTIVATION_UNIT

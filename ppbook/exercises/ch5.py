@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules import dualpipe, dualpipev, one_f_one_b, zb_h1, zb_v
 from ppbook.simulate import simulate
 from ppbook.symbolic import formulas

@@ -1,10 +1,12 @@
 """Exercises of chapter 6, memory (``notebooks/06_memory.ipynb``).
 
-The right answers come from :mod:`ppbook.memory` (parameters, static bytes, activation
+The right answers come from :mod:`ppbook.cost_model.memory_bytes` (parameters, static bytes,
+activation
 bytes per layer and model part, Korthikanti et al. 2022, arXiv:2205.05198; ZeRO,
 arXiv:1910.02054, sec. 3) and from the simulator: a schedule's peak per rank is
-:func:`ppbook.memory.peak_memory` on the timeline that :func:`ppbook.simulate.simulate`
-makes with :func:`ppbook.flops.stage_costs`, so every choice and construction is checked
+:func:`ppbook.cost_model.memory_bytes.peak_memory` on the timeline that
+:func:`ppbook.simulate.simulate`
+makes with :func:`ppbook.cost_model.flops.stage_costs`, so every choice and construction is checked
 by its effect on a simulated step. Sizes are in GB = 10^9 bytes; times in seconds at
 :data:`SPEED` FLOP/s. The hints name the usual slips: GiB for GB, GPipe's m micro-batches
 where 1F1B's first rank holds p, the static state without the activations.
@@ -13,9 +15,8 @@ where 1F1B's first rank holds p, the static state without the activations.
 from __future__ import annotations
 
 from ppbook.checks import shown
-from ppbook.exercises import close, exercise, integer, number, right, wrong
-from ppbook.flops import stage_costs
-from ppbook.memory import (
+from ppbook.cost_model.flops import stage_costs
+from ppbook.cost_model.memory_bytes import (
     RECOMPUTE,
     MemoryBreakdown,
     ModelShape,
@@ -25,14 +26,15 @@ from ppbook.memory import (
     peak_memory,
     split_layers,
 )
+from ppbook.cost_model.search_costs import GB
+from ppbook.exercises import close, exercise, integer, number, right, wrong
 from ppbook.schedules import build
 from ppbook.simulate import simulate
-from ppbook.sizing_costs import GB
 from ppbook.timeline import Timeline
 
 SPEED = 150e12
 """FLOP/s each device sustains in these exercises (an assumption: about half of an
-A100's 16-bit peak), turning :mod:`ppbook.flops` counts into seconds."""
+A100's 16-bit peak), turning :mod:`ppbook.cost_model.flops` counts into seconds."""
 
 MODEL_13B = ModelShape(layers=40, hidden=5120, heads=40, vocab=51200, seq_len=2048)
 """The chapter's 13-billion-parameter GPT: 40 layers, h = 5120, 40 heads, s = 2048."""

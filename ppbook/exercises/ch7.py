@@ -4,7 +4,7 @@ The right answers come from the package at check time: :func:`ppbook.links.bound
 and :class:`ppbook.links.Link` for a message's size and time, the simulator
 (:func:`ppbook.simulate.simulate`) with the link model of :mod:`ppbook.costs` for the
 1F1B round trip, interleaving on a slow link and a placement across nodes, and
-:func:`ppbook.across_nodes.split_timelines` for pipeline against tensor parallelism
+:func:`ppbook.cost_model.across_nodes.split_timelines` for pipeline against tensor parallelism
 across nodes. The hints name the usual slips: elements counted instead of bytes, a link's
 both-directions or gigabit figure used as its one-way GB/s, more chunks taken as always
 better, neighbouring ranks split between nodes. Sources: REFERENCES.md (Megatron-LM,
@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ppbook.across_nodes import messages_across_nodes, split_timelines
 from ppbook.checks import shown
+from ppbook.cost_model.across_nodes import messages_across_nodes, split_timelines
+from ppbook.cost_model.memory_bytes import ModelShape
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, integer, number, right, wrong
 from ppbook.links import Link, Topology, boundary_bytes
-from ppbook.memory import ModelShape
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules import gpipe, interleaved_1f1b, one_f_one_b, zb_v
 from ppbook.simulate import simulate
 

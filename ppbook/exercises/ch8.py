@@ -2,9 +2,11 @@
 
 The right answers come from the package at check time (the jobs and the searches are in
 :mod:`ppbook.exercises.ch8_jobs`): the sizing search
-(:func:`ppbook.sizing.size`, with the time model of :mod:`ppbook.sizing_costs`) for the
+(:func:`ppbook.cost_model.sizing_search.size`, with the time model of
+:mod:`ppbook.cost_model.search_costs`) for the
 splits, recomputation modes, micro-batch sizes and rejections, and the simulator with
-:func:`ppbook.flops.stage_costs` for a layer split. Every choice is checked by its effect:
+:func:`ppbook.cost_model.flops.stage_costs` for a layer split. Every choice is checked by its
+effect:
 the memory the search finds and the step it simulates. Sizes in GB = 10^9 bytes, times in
 seconds. The hints name the usual slips: the data-parallel size taken as N / p (tensor
 parallelism forgotten), data-parallel replicas expected to share the model's state, the
@@ -16,6 +18,10 @@ arXiv:2104.04473, sec. 3; Korthikanti et al. 2022; ZeRO sec. 3).
 from __future__ import annotations
 
 from ppbook.checks import shown
+from ppbook.cost_model.memory_bytes import RECOMPUTE
+from ppbook.cost_model.search_costs import GB, Hardware
+from ppbook.cost_model.search_result import SizingResult
+from ppbook.cost_model.sizing_search import size
 from ppbook.exercises import exercise, integer, right, wrong
 from ppbook.exercises.ch8_jobs import (
     CHOICE_BATCH,
@@ -30,10 +36,6 @@ from ppbook.exercises.ch8_jobs import (
     split_step,
     stage_work,
 )
-from ppbook.memory import RECOMPUTE
-from ppbook.sizing import size
-from ppbook.sizing_costs import GB, Hardware
-from ppbook.sizing_result import SizingResult
 
 JOB = {"gpus": 64, "tp": 4, "pp": 8, "global_batch": 512, "microbatch_size": 4}
 """Exercise 8.1's job."""
@@ -107,7 +109,7 @@ def _three_counts(answer) -> tuple[int, int, int] | None:
     "stages fit with selective recomputation where the longer pipelines need full "
     "recomputation. `size(GPT3, 256, Hardware(64, **A100_SXM_80GB), top=1)`: (8, 8, 1), "
     "ZB-H1, about 53 s a step against 62 s for (4, 16, 1) (the GPU model, "
-    "`ppbook.layer_time`, and the step's own work, `ppbook.step_work`).",
+    "`ppbook.cost_model.layer_time`, and the step's own work, `ppbook.cost_model.step_work`).",
     answer_name="answer_2",
 )
 def _choose_split(answer):
@@ -273,7 +275,8 @@ def _choose_microbatch(answer):
 # ----- 8.6 -------------------------------------------------------------------------------
 
 REJECTION_KEYS = ("tp", "pp", "microbatch_size", "recompute")
-"""What exercise 8.6's answer fixes: the arguments of :func:`ppbook.sizing.size`."""
+"""What exercise 8.6's answer fixes: the arguments of
+:func:`ppbook.cost_model.sizing_search.size`."""
 
 
 @exercise(

@@ -1,9 +1,9 @@
 """The jobs behind chapter 8's exercises and the searches that answer them
 (``notebooks/08_sizing.ipynb``, :mod:`ppbook.exercises.ch8`).
 
-Each search is the package's own: :func:`ppbook.sizing.size` for a split, a
+Each search is the package's own: :func:`ppbook.cost_model.sizing_search.size` for a split, a
 recomputation mode or a micro-batch size, the simulator with
-:func:`ppbook.flops.stage_costs` for a layer split. They are cached, so that a reader who
+:func:`ppbook.cost_model.flops.stage_costs` for a layer split. They are cached, so that a reader who
 checks several answers waits once. Sizes in GB = 10^9 bytes, times in seconds.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ppbook.flops import part_flops, stage_costs
-from ppbook.memory import ModelShape, Parallel
+from ppbook.cost_model.flops import part_flops, stage_costs
+from ppbook.cost_model.memory_bytes import ModelShape, Parallel
+from ppbook.cost_model.search_costs import A100_SXM_80GB, MODEL_CARDS, Hardware
+from ppbook.cost_model.search_result import SizingResult
+from ppbook.cost_model.sizing_search import size
 from ppbook.schedules import one_f_one_b
 from ppbook.simulate import simulate
-from ppbook.sizing import size
-from ppbook.sizing_costs import A100_SXM_80GB, MODEL_CARDS, Hardware
-from ppbook.sizing_result import SizingResult
 
 MODEL_70B = MODEL_CARDS["70B class (Llama-2-70B's 80 x 8192, MLP 4h: 65B)"]
 """The chapter's 70B-class model (the sizing widget's card): 80 layers of width 8192, 64

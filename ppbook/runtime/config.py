@@ -1,7 +1,7 @@
 """What a run is asked to do, checked before any process starts.
 
 :class:`RunConfig` is plain, picklable data: the schedule (a name of
-:data:`ppbook.schedules.SCHEDULES` or a :class:`~ppbook.schedule.Schedule`), the model
+:data:`ppbook.schedules.SCHEDULES` or a :class:`~ppbook.pipeline_schedule.Schedule`), the model
 (an example's name, an ``nn.Sequential`` or a list of blocks), sizes, steps, device and
 timeout. :func:`check` turns every bad argument into a ValueError that says what was
 wrong, so a run never starts processes only to fail in all of them. Numbers follow the
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib.machinery import ModuleSpec
 
 from ppbook.checks import as_count, as_quantity, shown
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.simulate import simulate
 
 DTYPES = ("float32", "float64", "bfloat16")

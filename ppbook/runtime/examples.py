@@ -13,7 +13,7 @@ Every one is plain data, checked by the simulator like any other schedule:
 
 from __future__ import annotations
 
-from ppbook.schedule import Action, OverlapFB, Schedule
+from ppbook.pipeline_schedule import Action, OverlapFB, Schedule
 from ppbook.schedules import one_f_one_b
 
 

@@ -34,11 +34,11 @@ from functools import partial
 import torch
 
 from ppbook.dependencies import needs, sends
+from ppbook.pipeline_schedule import Action, Schedule
 from ppbook.runtime.clock import ActionClock
 from ppbook.runtime.comm import Messenger
 from ppbook.runtime.config import Fault
 from ppbook.runtime.stage import Stage
-from ppbook.schedule import Action, Schedule
 
 
 class StepRunner:

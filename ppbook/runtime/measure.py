@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ppbook.costs import Costs
+from ppbook.pipeline_schedule import KINDS as COMPUTE_KINDS
 from ppbook.runtime.result import RunResult, after_warm_up, typical_step
-from ppbook.schedule import KINDS as COMPUTE_KINDS
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 from ppbook.validate import ScheduleIndex

@@ -14,7 +14,7 @@ its receives before it needs the data.
 from __future__ import annotations
 
 from ppbook.dependencies import ACTIVATION, GRADIENT, needs, sends
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 
 __all__ = [  # ACTIVATION and GRADIENT are named here too, with the identities
     "ACTIVATION",

@@ -22,14 +22,14 @@ import os
 import platform
 import statistics
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.measure import Comparison, compare_steps
 from ppbook.runtime.result import after_warm_up, typical_step
 from ppbook.runtime.shared_gpu import Mechanism, mechanism, shared_gpu_costs
-from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 
@@ -259,41 +259,11 @@ def load_recordings(folder: str | Path = GPU_DATA) -> list[Recording]:
     return sorted(found, key=lambda r: r.date)
 
 
-def plot_comparison(comparison: Comparison, where: str):
-    """The measured step (top) and its simulation under the measured costs (bottom), in
-    seconds on one time axis; ``where`` (what ran it) heads the top, the costs (F and B per
-    stage, the transfer, in ms) the bottom. Returns the figure."""
-    import matplotlib.pyplot as plt
+def __getattr__(name: str):
+    """The old home of :func:`ppbook.views.comparison.plot_comparison`, kept for imports;
+    loaded on first use, so this module imports no plotting."""
+    if name == "plot_comparison":
+        from ppbook.views.comparison import plot_comparison
 
-    from ppbook.views.gantt import plot_timeline
-
-    simulated = replace(comparison.simulated, time_unit="s")  # simulated on costs in seconds
-    fig, axes = plt.subplots(2, 1, figsize=(7.5, 5.5), sharex=True, layout="constrained")
-    plot_timeline(comparison.measured, ax=axes[0])
-    plot_timeline(simulated, ax=axes[1])
-    costs = comparison.costs
-    per_stage = "; ".join(
-        f"{kind} " + ", ".join(f"{1e3 * t:.3g}" for t in _per_stage(getattr(costs, kind)))
-        for kind in "FB"
-    )
-    shared = ""
-    if costs.device_model:
-        share = costs.topology.interference if costs.topology is not None else 0.0
-        shared = (
-            f"\ncopies (ms): send {1e3 * costs.send_copy:.3g}, receive {1e3 * costs.recv_copy:.3g}"
-            f", input {1e3 * costs.input_copy:.3g}; interference c = {share:.2f}"
-        )
-    headings = (
-        f"measured on {where}",
-        f"simulated under the measured costs (ms, per stage): {per_stage}; "
-        f"transfer {1e3 * costs.transfer:.3g}{shared}",
-    )
-    for ax, heading in zip(axes, headings, strict=True):
-        ax.set_title(f"{heading}\n{ax.get_title()}", fontsize="medium")
-        ax.label_outer()  # one time axis, at the bottom
-    return fig
-
-
-def _per_stage(cost) -> list[float]:
-    """A cost as a list: one value per stage, or the one value every stage has."""
-    return list(cost) if isinstance(cost, list | tuple) else [cost]
+        return plot_comparison
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

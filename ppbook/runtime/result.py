@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.config import RunConfig
-from ppbook.schedule import Schedule
+from ppbook.runtime.models import global_name
 from ppbook.timeline import Timeline
 
 
@@ -146,3 +147,20 @@ def _merge_copies(into: dict, tensors: dict, what: str) -> None:
                 "them did not combine their gradients before the optimizer step"
             )
         into.setdefault(name, tensor)
+
+
+def keep_parameters(record: RankRecord, bounds: list[tuple[int, int]], held: list[tuple]) -> None:
+    """Put into ``record`` the last step's gradients and the parameters after its update,
+    named as in the whole model; ``held``: (model part, module) or (model part, module,
+    masters) for each part on this rank. With masters (mixed precision) a trained weight
+    is reported as the optimizer holds it: its fp32 master and fp32 gradient sum."""
+    record.grads, record.params = {}, {}
+    for part, module, *rest in held:
+        masters = rest[0] if rest else None
+        kept = {} if masters is None else masters.by_weight()
+        for local, param in module.named_parameters():
+            name = global_name(bounds, part, local)  # copies of a part: equal, kept once
+            param = kept.get(id(param), param)
+            record.params[name] = param.detach().cpu()
+            if param.grad is not None:
+                record.grads[name] = param.grad.detach().cpu()

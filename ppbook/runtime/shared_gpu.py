@@ -39,9 +39,9 @@ from dataclasses import dataclass, replace
 from ppbook.costs import Costs
 from ppbook.dependencies import sends
 from ppbook.links import Link, Topology
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.measure import measured_costs
 from ppbook.runtime.result import after_warm_up
-from ppbook.schedule import Schedule
 from ppbook.timeline import Timeline
 
 ALONE = 0.05

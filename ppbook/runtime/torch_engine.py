@@ -40,14 +40,13 @@ from torch.distributed.pipelining import PipelineStage
 from torch.distributed.pipelining import schedules as torch_schedules
 from torch.nn import functional
 
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.clock import ActionClock
 from ppbook.runtime.config import RunConfig, input_shape, num_parts
 from ppbook.runtime.context import Context, listening_addresses
 from ppbook.runtime.models import build_blocks, part_bounds, split_blocks, step_data
-from ppbook.runtime.result import RankRecord
+from ppbook.runtime.result import RankRecord, keep_parameters
 from ppbook.runtime.training import make_optimizer
-from ppbook.runtime.worker import keep_parameters
-from ppbook.schedule import Schedule
 
 Key = tuple[int, str, int]  # (stage, kind, micro-batch)
 

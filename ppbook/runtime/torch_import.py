@@ -30,8 +30,8 @@ import io
 import types
 
 from ppbook.checks import as_count, joined_lines, shown
+from ppbook.pipeline_schedule import Schedule
 from ppbook.pytorch_csv import read_csv_text
-from ppbook.schedule import Schedule
 from ppbook.simulate import simulate
 
 SINCE = {

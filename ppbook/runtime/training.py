@@ -26,9 +26,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.config import RunConfig
 from ppbook.runtime.stage import Stage
-from ppbook.schedule import Schedule
 
 
 def make_optimizer(config: RunConfig, weights: Sequence[nn.Parameter]) -> torch.optim.Optimizer:

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional
 
+from ppbook.pipeline_schedule import Schedule
 from ppbook.runtime.clock import clock_offsets
 from ppbook.runtime.comm import Messenger
 from ppbook.runtime.config import END, RunConfig, num_parts
@@ -32,17 +33,15 @@ from ppbook.runtime.context import Context, init_distributed, listening_addresse
 from ppbook.runtime.execute import StepRunner, inject
 from ppbook.runtime.models import (
     build_blocks,
-    global_name,
     part_bounds,
     split_blocks,
     step_data,
 )
 from ppbook.runtime.plan import ACTIVATION, Identity, incoming
 from ppbook.runtime.precision import MIXED, MasterWeights, master_dtype
-from ppbook.runtime.result import RankRecord, RunResult, assemble
+from ppbook.runtime.result import RankRecord, RunResult, assemble, keep_parameters
 from ppbook.runtime.stage import Stage
 from ppbook.runtime.training import combine_copies, make_optimizer, stepped_weights
-from ppbook.schedule import Schedule
 
 Job = tuple[RunConfig, Schedule]
 
@@ -224,20 +223,3 @@ def run_job(ctx: Context, config: RunConfig, schedule: Schedule) -> RankRecord:
         keep_parameters(record, bounds, held)
     record.listening = listening_addresses()
     return record
-
-
-def keep_parameters(record: RankRecord, bounds: list[tuple[int, int]], held: list[tuple]) -> None:
-    """Put into ``record`` the last step's gradients and the parameters after its update,
-    named as in the whole model; ``held``: (model part, module) or (model part, module,
-    masters) for each part on this rank. With masters (mixed precision) a trained weight
-    is reported as the optimizer holds it: its fp32 master and fp32 gradient sum."""
-    record.grads, record.params = {}, {}
-    for part, module, *rest in held:
-        masters = rest[0] if rest else None
-        kept = {} if masters is None else masters.by_weight()
-        for local, param in module.named_parameters():
-            name = global_name(bounds, part, local)  # copies of a part: equal, kept once
-            param = kept.get(id(param), param)
-            record.params[name] = param.detach().cpu()
-            if param.grad is not None:
-                record.grads[name] = param.grad.detach().cpu()

@@ -1,4 +1,4 @@
-"""The schedules, each a function returning a :class:`~ppbook.schedule.Schedule`.
+"""The schedules, each a function returning a :class:`~ppbook.pipeline_schedule.Schedule`.
 
 Their names on the command line and in widgets, with the rule each one enforces, are in
 :data:`SCHEDULES`; :func:`build` makes one by name.
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ppbook.costs import Costs
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules.auto import zb_auto
 from ppbook.schedules.basic import gpipe, one_f_one_b
 from ppbook.schedules.dualpipe import dualpipe, dualpipev

@@ -36,7 +36,7 @@ from __future__ import annotations
 from functools import partial
 
 from ppbook.costs import Costs
-from ppbook.schedule import Action, Schedule
+from ppbook.pipeline_schedule import Action, Schedule
 from ppbook.schedules.auto_rounds import ADAPTIVE, Rounds, exact_share, most_waiting
 from ppbook.schedules.rules import check_counts, check_int
 

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ppbook.schedule import Action, Schedule
+from ppbook.pipeline_schedule import Action, Schedule
 from ppbook.schedules.rules import check_counts
 
 

@@ -18,7 +18,7 @@ whose micro-batches come from the nearer end of the pipeline, ``1`` the other on
 7. ``nWB0``: a postponed W, then a split backward;
 8. ``nW``: the remaining W passes, oldest first.
 
-An overlapped pair is an :class:`~ppbook.schedule.OverlapFB` of a forward and a full
+An overlapped pair is an :class:`~ppbook.pipeline_schedule.OverlapFB` of a forward and a full
 backward ``B``; the simulator times it as ``Costs(FB=...)`` (default F + B).
 
 DualPipe's table (B the full backward, F&B one overlapped pair, PP pipeline stages):
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from ppbook.schedule import Action, OverlapFB, Schedule, Step
+from ppbook.pipeline_schedule import Action, OverlapFB, Schedule, Step
 from ppbook.schedules.rules import check_counts
 from ppbook.schedules.zero_bubble import v_placement
 

@@ -15,7 +15,7 @@ Rank r holds the v chunks r, r+p, ..., r+(v-1)p of a model cut into p*v stages.
 
 from __future__ import annotations
 
-from ppbook.schedule import Action, Schedule, actions_of
+from ppbook.pipeline_schedule import Action, Schedule, actions_of
 from ppbook.schedules.rules import check_counts, check_int
 
 
@@ -32,7 +32,7 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
     is. Megatron-LM itself runs every forward first on every rank when m = p; here, as in
     PyTorch, only ranks whose warm-up count reaches m*v do. With m a multiple of p and
     chunk costs F/v and B/v (costs of one device's share, scaled by
-    :attr:`~ppbook.schedule.Schedule.chunk_share`), the makespan is m(F+B) + (p-1)(F+B)/v.
+    :attr:`~ppbook.pipeline_schedule.Schedule.chunk_share`), the makespan is m(F+B) + (p-1)(F+B)/v.
     """
     v = check_int("interleaved-1f1b", "num_chunks", num_chunks)
     p, m = check_counts("interleaved-1f1b", num_stages, num_microbatches, num_chunks=v)

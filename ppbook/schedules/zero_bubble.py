@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from ppbook.schedule import Action, Schedule
+from ppbook.pipeline_schedule import Action, Schedule
 from ppbook.schedules.rules import check_counts
 
 

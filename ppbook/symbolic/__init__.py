@@ -25,8 +25,16 @@ sympy and, of ppbook, only :mod:`ppbook.checks`: never torch, never matplotlib, 
 the schedules or the simulator.
 """
 
+from ppbook.symbolic.activation_peaks import (
+    dualpipe_peak_activations,
+    gpipe_peak_activations,
+    interleaved_peak_activations,
+    one_f_one_b_peak_activations,
+    zb_h1_peak_activations,
+    zb_h2_peak_activations,
+)
 from ppbook.symbolic.activations import activation_formulas
-from ppbook.symbolic.bubble import (
+from ppbook.symbolic.bubble_conventions import (
     bubble_fraction,
     bubble_fraction_of,
     bubble_ratio,
@@ -49,13 +57,12 @@ from ppbook.symbolic.gpipe import (
     gpipe_makespan,
     gpipe_makespan_with_transfer,
 )
-from ppbook.symbolic.memory import (
-    dualpipe_peak_activations,
-    gpipe_peak_activations,
-    interleaved_peak_activations,
-    one_f_one_b_peak_activations,
-    zb_h1_peak_activations,
-    zb_h2_peak_activations,
+from ppbook.symbolic.microbatch_target import (
+    bubble_at_microbatches_per_stage,
+    bubble_at_rule_of_thumb_limit,
+    bubble_expr,
+    bubble_limit,
+    min_microbatches_expr,
 )
 from ppbook.symbolic.record import DERIVED, PUBLISHED, Formula
 from ppbook.symbolic.schedules import (
@@ -72,13 +79,6 @@ from ppbook.symbolic.schedules import (
     zb_h1_makespan,
     zb_h2_bubble,
     zb_h2_makespan,
-)
-from ppbook.symbolic.sizing import (
-    bubble_at_microbatches_per_stage,
-    bubble_at_rule_of_thumb_limit,
-    bubble_expr,
-    bubble_limit,
-    min_microbatches_expr,
 )
 
 __all__ = [

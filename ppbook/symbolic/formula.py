@@ -25,7 +25,10 @@ from types import MappingProxyType
 
 import sympy as sp
 
-from ppbook.symbolic import bubble, gpipe, memory, schedules, sizing
+from ppbook.symbolic import activation_peaks as memory
+from ppbook.symbolic import bubble_conventions as bubble
+from ppbook.symbolic import gpipe, schedules
+from ppbook.symbolic import microbatch_target as sizing
 from ppbook.symbolic.record import DERIVED, PUBLISHED, Formula
 from ppbook.symbolic.symbols import m, p, t_b, t_f, t_fb, t_i, t_w, target, v
 

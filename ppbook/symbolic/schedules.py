@@ -35,7 +35,7 @@ from functools import cache
 
 import sympy as sp
 
-from ppbook.symbolic.bubble import bubble_fraction_of, bubble_ratio_of
+from ppbook.symbolic.bubble_conventions import bubble_fraction_of, bubble_ratio_of
 from ppbook.symbolic.symbols import k, m, p, t_b, t_f, t_fb, t_i, t_w, v
 
 

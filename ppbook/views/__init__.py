@@ -2,9 +2,9 @@
 something to look at. One layer, below the widgets and above the simulator.
 
 - :mod:`~ppbook.views.gantt`: Gantt charts of a timeline, with a memory panel;
-- :mod:`~ppbook.views.memory`: the activation-memory panel;
+- :mod:`~ppbook.views.memory_panel`: the activation-memory panel;
 - :mod:`~ppbook.views.colors`: the colours and names of the boxes' kinds;
-- :mod:`~ppbook.views.bubble`: bubble curves against m (chapter 1);
+- :mod:`~ppbook.views.bubble_curves`: bubble curves against m (chapter 1);
 - :mod:`~ppbook.views.text`: a timeline as text, and its metrics;
 - :mod:`~ppbook.views.trace`: Chrome trace export (Perfetto, chrome://tracing).
 

@@ -1,6 +1,6 @@
 """The colours and names of a timeline's boxes, shared by the Gantt chart and the widgets.
 
-Each kind a box can have (:data:`DRAWN_KINDS`: ``ppbook.schedule.KINDS`` and DualPipe's
+Each kind a box can have (:data:`DRAWN_KINDS`: ``ppbook.pipeline_schedule.KINDS`` and DualPipe's
 overlapped pair) has a base colour and a legend name; a micro-batch's box mixes the
 base colour with white, lighter for later micro-batches, so its hue still says the kind.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import to_rgb
 
-from ppbook.schedule import KINDS, OverlapFB
+from ppbook.pipeline_schedule import KINDS, OverlapFB
 
 DRAWN_KINDS = (*KINDS, OverlapFB.kind)
 """The kinds a box can have: the compute kinds and DualPipe's overlapped pair."""

@@ -24,7 +24,7 @@ drawn relative to :attr:`~ppbook.timeline.Timeline.origin`. On axes that share t
 axis with others (two runs one above the other), the axis ends at the longest of their
 makespans, in whichever order they are drawn. A new figure is as wide as the notebook column
 (:mod:`ppbook.views.figure`). The memory panel is
-:func:`ppbook.views.memory.plot_memory`. This module never changes matplotlib's
+:func:`ppbook.views.memory_panel.plot_memory`. This module never changes matplotlib's
 global settings; it imports pyplot only to make a new figure when no axes are given.
 """
 
@@ -37,12 +37,12 @@ from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
 
-from ppbook.schedule import Schedule
+from ppbook.pipeline_schedule import Schedule
 from ppbook.timeline import Timeline
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES, shade, shades
 from ppbook.views.figure import COLUMN_WIDTH, column_figure, min_font_size, text_size
 from ppbook.views.labels import BoxLabel
-from ppbook.views.memory import plot_memory
+from ppbook.views.memory_panel import plot_memory
 from ppbook.views.text import plural
 
 LANE_HEIGHT = 0.8  # box height, in rank units
@@ -136,7 +136,7 @@ def plot_timeline(
 
     ``ax``: axes to draw into (default: a new pyplot figure). ``memory`` (or a given
     ``memory_ax``) adds the activations-over-time panel below
-    (:func:`~ppbook.views.memory.plot_memory`: micro-batch activations of a full stage, or
+    (:func:`~ppbook.views.memory_panel.plot_memory`: micro-batch activations of a full stage, or
     bytes with ``in_bytes``). ``labels``: micro-batch numbers in the boxes (default
     ``None``: where they can be read; ``True``: in every box, at least at the smallest
     readable size; ``False``: none). On axes that share x with others the time axis
