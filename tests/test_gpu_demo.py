@@ -41,8 +41,8 @@ from ppbook.runtime.recording import (
 )
 from ppbook.schedules import gpipe, one_f_one_b
 from ppbook.simulate import simulate
-from ppbook.views.comparison import plot_comparison
 from ppbook.timeline import Timeline
+from ppbook.views.comparison import plot_comparison
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_GPU = "TEST FIXTURE, not a GPU"

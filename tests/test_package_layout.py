@@ -7,7 +7,6 @@ import ast
 import importlib
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -56,7 +55,9 @@ def _imports(name: str, path: Path, top_level_only: bool) -> set[str]:
     """The ppbook modules ``name`` imports (at module level only, if asked: imports
     inside functions run on use and cannot make an import cycle)."""
     tree = ast.parse(path.read_text())
-    kept = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")]
+    kept = [
+        n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
+    ]
     nodes = kept if top_level_only else [n for k in kept for n in ast.walk(k)]
     found = set()
     for node in nodes:

@@ -5,7 +5,8 @@
 - ``ppbook.widgets.timeline_explorer``: chapter 2's schedule explorer: schedule, p, m, v and costs;
   its readouts (closed form against simulated, schedules side by side) are
   ``ppbook.widgets.compare``.
-- ``ppbook.widgets.zero_bubble_explorer``: chapter 4's zb-auto explorer: memory limit K, p, m, costs.
+- ``ppbook.widgets.zero_bubble_explorer``: chapter 4's zb-auto explorer: memory limit K, p, m,
+  costs.
 - ``ppbook.widgets.sizing_explorer``: chapter 8's sizing calculator: model card and cluster in, the
   fastest configurations that fit and the best one's step out.
 - ``ppbook.widgets.layout``: the layout they share: controls that wrap with slider tracks

@@ -1,4 +1,5 @@
-"""Old path of :mod:`ppbook.widgets.zero_bubble_explorer`, kept so that existing imports keep working.
+"""Old path of :mod:`ppbook.widgets.zero_bubble_explorer`, kept so that existing imports
+keep working.
 
 ``import ppbook.widgets.zero_bubble`` gives that very module
 (the same object: attributes and monkeypatches are shared); new code imports the new path.
