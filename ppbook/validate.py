@@ -238,7 +238,7 @@ def validate(schedule: Schedule) -> ScheduleIndex:
     """
     if not isinstance(schedule, Schedule):
         raise ValueError(
-            f"expected a ppbook.pipeline_schedule.Schedule, got {type(schedule).__name__}; "
+            f"expected a ppbook.schedule.Schedule, got {type(schedule).__name__}; "
             f"build one "
             "with ppbook.schedules.build or read one with ppbook.pytorch_csv.read_csv"
         )

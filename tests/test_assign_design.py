@@ -245,6 +245,12 @@ def test_ready_made_orders_are_forbidden_and_the_notebook_s_own_cells_are_not():
             ("from ppbook.runtime.examples import split_one_f_one_b", "ppbook.runtime.examples"),
             ("from ppbook.runtime.torch_import import from_pytorch", "ppbook.runtime.torch_import"),
             ("from ppbook.sizing import SCHEDULES", "ppbook.sizing.SCHEDULES"),
+            ("import ppbook.sizing as old_sizing; old_sizing.SCHEDULES", "ppbook.sizing.SCHEDULES"),
+            ("x = 'ppbook.sizing.SCHEDULES'", "ppbook.sizing.SCHEDULES"),
+            (
+                "from ppbook.cost_model.sizing_search import SCHEDULES",
+                "ppbook.cost_model.sizing_search.SCHEDULES",
+            ),
         ]:
             found = scan({**sources, "cell 99": code}, FORBIDDEN[stem])
             assert len(found) == 1 and found[0].startswith(f"cell 99 uses {used}"), found

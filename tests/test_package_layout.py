@@ -92,6 +92,15 @@ def test_an_old_import_path_gives_the_very_module_at_the_new_one(old, new):
     assert done.returncode == 0, done.stderr
 
 
+def test_the_package_s_list_of_moves_is_this_release_s_and_maps_old_names_to_new():
+    from ppbook.moved import MOVED as listed, current
+
+    assert listed == MOVED
+    assert current("ppbook.sizing.SCHEDULES") == "ppbook.cost_model.sizing_search.SCHEDULES"
+    assert current("ppbook.sizing_costs.Hardware") == "ppbook.cost_model.search_costs.Hardware"
+    assert current("ppbook.schedules.build") == "ppbook.schedules.build"
+
+
 @pytest.mark.parametrize("stem", ["memory", "bubble", "sizing", "timeline", "zero_bubble"])
 def test_the_names_that_were_shared_now_name_one_module_or_none(stem):
     holders = [n for n, p in _modules().items() if p.stem == stem]

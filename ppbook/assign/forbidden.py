@@ -34,6 +34,8 @@ import re
 from collections import defaultdict
 from functools import cache
 
+from ppbook.moved import MOVED, current
+
 _IMPORTERS = {
     "builtins.__import__",
     "importlib.import_module",
@@ -219,7 +221,8 @@ class _Uses:
     def __init__(self, scope: _Scope, forbidden: tuple[str, ...]):
         self.scope, self.forbidden = scope, forbidden
         self.found: list[str] = []
-        self.patterns = [re.compile(rf"(?<![\w.]){re.escape(f)}(?![\w])") for f in forbidden]
+        written = forbidden + tuple(o for o, n in MOVED.items() if forbids(forbidden, n))
+        self.patterns = [re.compile(rf"(?<![\w.]){re.escape(f)}(?![\w])") for f in written]
 
     def collect(self, tree: ast.AST) -> list[str]:
         docstrings, printed = _docstrings(tree), _printed(tree, self.scope)
@@ -240,16 +243,17 @@ class _Uses:
 
     def _check(self, names: set[str]) -> None:
         for name in sorted(names):
-            for meant in (name, canonical(name)):
+            for meant in (name, current(name), canonical(name)):
                 if meant and forbids(self.forbidden, meant):
-                    self.found.append(name if forbids(self.forbidden, name) else meant)
+                    as_written = forbids(self.forbidden, name) or meant == current(name)
+                    self.found.append(name if as_written else meant)
                     break
 
     def _text(self, text: str) -> None:
-        for forbidden, pattern in zip(self.forbidden, self.patterns, strict=True):
+        for pattern in self.patterns:
             match = re.search(rf"{pattern.pattern}[\w.]*", text)
             if match:
-                self.found.append(match.group(0).rstrip(".") or forbidden)
+                self.found.append(match.group(0).rstrip("."))
 
     def _code_in(self, node: ast.Call) -> None:
         """Code in constant strings handed to exec, eval, compile or an IPython magic."""

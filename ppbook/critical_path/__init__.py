@@ -121,7 +121,7 @@ def critical_path(
     """
     if not isinstance(schedule, Schedule):
         raise ValueError(
-            f"expected a ppbook.pipeline_schedule.Schedule, got {type(schedule).__name__}; "
+            f"expected a ppbook.schedule.Schedule, got {type(schedule).__name__}; "
             "build one with ppbook.schedules.build"
         )
     if split_backward not in (None, True, False):
