@@ -13,7 +13,7 @@ PORT   ?= 8888
 # Jupyter refuses to run as root unless told; containers and CI often are root.
 ROOTOK := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test install lint clean gpu-demo
+.PHONY: book test install lint clean gpu-demo release-check
 
 install: $(STAMP) $(SETTINGS)
 
@@ -43,6 +43,10 @@ test: install
 # data/gpu_demo/. Without a GPU it says so and writes nothing (benchmarks/gpu_demo.py).
 gpu-demo: install
 	$(BIN)/python benchmarks/gpu_demo.py
+
+# The release a course can pin: sdist and wheel built, the wheel tried in a clean venv.
+release-check: install
+	bash .ci/release_check
 
 lint: install
 	$(BIN)/ruff check .

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ppbook.checks import as_count, as_quantity, finite_result, shown
 
-LINKS_CSV = Path(__file__).resolve().parents[1] / "data" / "links.csv"
+LINKS_CSV = Path(__file__).resolve().parent / "data" / "links.csv"
 """Nominal link figures with their sources: the ``data/`` folder of a clone (not installed)."""
 
 

@@ -33,7 +33,7 @@ from ppbook.costs import Costs
 from ppbook.schedules import build
 from ppbook.simulate import simulate
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = Path(__file__).resolve().parent / "data"
 """Where the tables are: the ``data/`` folder next to the package in a clone."""
 TABLE9 = "zero_bubble_table9.csv"
 TABLE5 = "zero_bubble_table5.csv"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_NAMES = {"pytorch": "torch"}  # conda-forge's name for a PyPI package
+CONDA_NAMES = {"pytorch": "torch", "python-build": "build"}  # conda-forge names of PyPI packages
 
 
 def _name(requirement: str) -> str:

@@ -15,6 +15,8 @@ import argparse
 import importlib
 import sys
 
+from ppbook import __version__
+
 from ppbook.limits import capped
 
 MAX_ERROR_LINES = 12
@@ -44,10 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = argv[:1] if argv[:1] and argv[0] in COMMANDS else list(COMMANDS)
+    if argv[:1] == ["--version"]:
+        chosen = []  # the version needs no subcommand loaded
     parser = argparse.ArgumentParser(
         prog="ppbook",
         description="Pipeline-parallel schedules: simulate them, or run them on real processes.",
     )
+    parser.add_argument("--version", action="version", version=f"ppbook {__version__}")
     listed = "{" + ",".join(COMMANDS) + "}"
     sub = parser.add_subparsers(dest="command", required=True, metavar=listed)
     for name in chosen:

@@ -36,8 +36,9 @@ from ppbook.timeline import Timeline
 FORMAT = "ppbook-gpu-demo/1"
 """The ``format`` field of a recording: what this module writes and reads."""
 
-GPU_DATA = Path(__file__).resolve().parents[2] / "data" / "gpu_demo"
-"""Where GPU recordings are kept: ``data/gpu_demo/`` in a clone (not in the installed package)."""
+GPU_DATA = Path(__file__).resolve().parents[1] / "data" / "gpu_demo"
+"""Where GPU recordings are kept: ``ppbook/data/gpu_demo/``, shipped with the package (in a
+clone ``data/gpu_demo`` links to it, so ``make gpu-demo`` adds its recordings there)."""
 
 GPU_MODES = ("nccl", "shared-gpu")
 
