@@ -7,17 +7,20 @@ cost, and the activations each order holds. They never call the check's own code
 """
 
 import pytest
+import sympy as sp
 
 from ppbook.costs import Costs
 from ppbook.exercises import check, exercises, solution
+from ppbook.symbolic import symbols as sym
 
 ZB_H1_LAST_ROW = "2F0 2I0 2F1 2I1 2F2 2I2 2W0 2F3 2I3 2W1 2W2 2W3".split()
 
 
-def test_chapter_four_has_six_exercises_five_of_them_construct_or_choose():
+def test_chapter_four_has_ten_exercises_most_of_them_derive_construct_or_implement():
     found = exercises("4")
-    assert [e.id for e in found] == ["4.1", "4.2", "4.3", "4.4", "4.5", "4.6"]
-    assert sum(e.kind in ("construct", "choose") for e in found) == 5
+    assert [e.id for e in found] == [f"4.{k}" for k in range(1, 11)]
+    making = [e.id for e in found if e.kind in ("derive", "construct", "implement")]
+    assert making == ["4.1", "4.2", "4.7", "4.8", "4.9", "4.10"]
 
 
 def test_4_1_the_last_row_of_zb_h1():
@@ -118,3 +121,86 @@ def test_worked_solutions_give_the_right_answer(id):
 def test_construct_solutions_are_right_answers():
     assert ", ".join(f'"{a}"' for a in ZB_H1_LAST_ROW) in solution("4.1").markdown
     assert check("4.2", Costs(F=1, I=1, W=1)) and "F = I = W = 1" in solution("4.2").markdown
+
+
+def test_4_7_the_zb_h1_bubble_on_every_region_of_costs():
+    # By hand: ZB-H1 hides one postponed pass per wait; the idle time per rank is
+    # (p-1)(F+I-W) where W is the smallest cost, (p-1)I where F is, (p-1)F where I is.
+    p, f, i, w = sym.p, sym.t_f, sym.t_i, sym.t_w
+    assert check("4.7", (p - 1) * (f + i - sp.Min(f, i, w)))
+    assert check("4.7", "(p - 1)*(t_f + t_i - Min(t_f, t_i, t_w))")
+    assert check("4.7", sp.Max((p - 1) * (f + i - w), (p - 1) * i, (p - 1) * f))
+    # Table 2's formula alone is wrong where W is not the smallest cost
+    table = check("4.7", (p - 1) * (f + i - w))
+    assert not table and "smallest cost" in table.hint
+    assert not check("4.7", (p - 1) * (f + i + w))  # 1F1B's bubble
+    assert not check("4.7", (p - 1) * (f + i - sp.Min(f, w)))  # forgets the I region
+    assert not check("4.7", p * (f + i - sp.Min(f, i, w)))  # off by one rank
+    assert "does not contain p" in check("4.7", 3 * (f + i - w)).message
+    assert "only" in check("4.7", (sym.m - 1) * (f + i - w)).message
+    assert "sympy expression" in check("4.7", 3.0).message
+
+
+def _input_grad(grad_out, weight):
+    return grad_out @ weight
+
+
+def _weight_grad(grad_out, x):
+    g = grad_out.reshape(-1, grad_out.shape[-1])
+    return g.T @ x.reshape(-1, x.shape[-1]), g.sum(axis=0)
+
+
+def test_4_8_the_linear_backward_split_by_hand_against_autograd():
+    assert check("4.8", (_input_grad, _weight_grad))
+    # the weight used untransposed the wrong way round: shapes differ (in != out)
+    wrong_way = check("4.8", (lambda g, wt: g @ wt.T, _weight_grad))
+    assert (
+        not wrong_way and "input_grad raised" in wrong_way.message and "(out, in)" in wrong_way.hint
+    )
+    # bias gradient taken over the last batch dimension only: right for 2-D, wrong for 3-D
+    last_only = check("4.8", (_input_grad, lambda g, x: (_weight_grad(g, x)[0], g.sum(axis=-2))))
+    assert not last_only and "dL/db" in last_only.message
+    # the weight gradient of the first sequence only
+    first = check(
+        "4.8",
+        (
+            _input_grad,
+            lambda g, x: _weight_grad(g.reshape(-1, g.shape[-1])[:1], x[..., :1, :].reshape(1, -1)),
+        ),
+    )
+    assert not first
+    assert "pair (input_grad, weight_grad)" in check("4.8", _input_grad).message
+    raising = check("4.8", (_input_grad, lambda g, x: 1 / 0))
+    assert not raising and "weight_grad raised ZeroDivisionError" in raising.message
+    # the transposed weight gradient has the shape (in, out): named, not a crash
+    flipped = check(
+        "4.8", (_input_grad, lambda g, x: (_weight_grad(g, x)[0].T, _weight_grad(g, x)[1]))
+    )
+    assert not flipped and "dL/dA has shape" in flipped.message
+
+
+def test_4_9_costs_where_zb_h2_beats_zb_h1():
+    # ZB-H2 gains only where W < I (its second postponed W fits the wait of I): by hand at
+    # F = 1, I = 2, W = 0.5, ZB-H1 35.5 = 28 + 3 * 2.5 and ZB-H2 34 = 28 + 3 * 2
+    assert check("4.9", Costs(F=1, I=2, W=0.5))
+    assert check("4.9", dict(F=1, I=1, W=0.6))
+    for tie in (
+        dict(F=1, I=1, W=1),
+        dict(F=2, I=1, W=1),
+        dict(F=1, I=0.8, W=1),
+        dict(F=1, I=1, W=0),
+    ):
+        assert not check("4.9", tie), tie
+    assert "outside ZB-H2's condition" in check("4.9", dict(F=1, I=3, W=2)).message
+
+
+def test_4_10_the_least_limit_with_transfers_as_a_function_of_p():
+    # By hand: rank 0's first I arrives after (2p-1)F + 2(p-1)c = 3p-2 at F = 1, c = 0.5
+    assert check("4.10", lambda p: 3 * p - 2)
+    assert check("4.10", 3 * sym.p - 2)
+    assert check("4.10", "3*p - 2")
+    no_transfer = check("4.10", lambda p: 2 * p - 1)  # ZB-H2's limit, transfers forgotten
+    assert not no_transfer and "transfers" in no_transfer.hint
+    assert not check("4.10", lambda p: 2 * p)  # right at p = 2 only
+    assert "so does" in check("4.10", lambda p: 3 * p - 1).message
+    assert "function of p" in check("4.10", 7).message

@@ -13,12 +13,14 @@ from ppbook.exercises.ch5 import pairs_apart, parameters_per_rank
 from ppbook.schedule import OverlapFB
 from ppbook.schedules import dualpipe, dualpipev, one_f_one_b, zb_v
 from ppbook.simulate import simulate
+from ppbook.symbolic import symbols as sym
 
 
-def test_chapter_five_has_six_exercises_four_of_them_construct_or_choose():
+def test_chapter_five_has_eight_exercises_half_of_them_derive_or_construct():
     found = exercises("5")
-    assert [e.id for e in found] == ["5.1", "5.2", "5.3", "5.4", "5.5", "5.6"]
-    assert sum(e.kind in ("construct", "choose") for e in found) == 4
+    assert [e.id for e in found] == [f"5.{k}" for k in range(1, 9)]
+    making = [e.id for e in found if e.kind in ("derive", "construct", "implement")]
+    assert making == ["5.2", "5.5", "5.7", "5.8"]
     for e in found:
         assert check(e.id, None).status == "unanswered"
         assert f"Solution {e.id}" in repr(solution(e.id))
@@ -123,3 +125,32 @@ def test_parameters_per_rank_in_device_shares():
     assert parameters_per_rank(dualpipev(4, 8)) == [1, 1, 1, 1]
     assert parameters_per_rank(zb_v(4, 8)) == [1, 1, 1, 1]
     assert parameters_per_rank(one_f_one_b(4, 8)) == [1, 1, 1, 1]
+
+
+def test_5_7_dualpipev_makespan_derived():
+    # By hand: each rank computes m(F + B) = m(2F + W) through two half chunks; the bottom of
+    # the V idles the table's bubble with PP = 2p in chunk passes: (p-1)(3F - W)/2.
+    p, m, f, w = sym.p, sym.m, sym.t_f, sym.t_w
+    assert check("5.7", m * (2 * f + w) + (p - 1) * (3 * f - w) / 2)
+    assert check("5.7", "m*(2*t_f + t_w) + (p - 1)*(3*t_f - t_w)/2")
+    # the table read with PP = p devices: half the ramp
+    half = check("5.7", m * (2 * f + w) + (p / 2 - 1) * (3 * f - w))
+    assert not half and "PP = 2p" in half.hint
+    # chunk passes at a full share's cost: the ramp twice as long
+    assert not check("5.7", m * (2 * f + w) + (p - 1) * (3 * f - w))
+    # the compute of one chunk only
+    once = check("5.7", m * (2 * f + w) / 2 + (p - 1) * (3 * f - w) / 2)
+    assert not once and "compute" in once.hint
+    assert "both" in check("5.7", 2 * f + (p - 1) * f).message
+    assert "t_i" in check("5.7", m * (f + sym.t_i + w) + (p - 1) * f).message
+
+
+def test_5_8_a_small_overlap_does_not_pay():
+    # By hand at F = I = W = 1, p = 8, m = 16: ZB-V takes 48 + 7 * 0.5 = 51.5; DualPipe with
+    # F&B = 2.9 takes 53 (the simulator), with F&B = 2 only 44
+    assert check("5.8", Costs(F=1, I=1, W=1, FB=2.9))
+    assert not check("5.8", Costs(F=1, I=1, W=1, FB=2))  # a big overlap: DualPipe wins
+    no_gain = check("5.8", Costs(F=1, I=1, W=1, FB=3))
+    assert not no_gain and "gains nothing" in no_gain.message
+    assert "FB=" in check("5.8", Costs(F=1, I=1, W=1)).message
+    assert "Costs" in check("5.8", {"F": 1}).message

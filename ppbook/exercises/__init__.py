@@ -33,9 +33,11 @@ from dataclasses import dataclass
 
 from ppbook.checks import clipped, shown
 
-KINDS = ("compute", "construct", "choose")
-"""What an exercise asks: compute a number, construct something (a schedule, a function,
-an expression) or choose (a schedule, a parameter, a limit) and justify it by its effect."""
+KINDS = ("compute", "construct", "choose", "derive", "implement")
+"""What an exercise asks: compute a number, construct something (a schedule, costs, a
+placement), choose (a schedule, a parameter, a limit) and justify it by its effect, derive
+a formula (a sympy expression, checked against the simulator or the critical path) or
+implement a function (run against an independent answer such as PyTorch's autograd)."""
 
 REL_TOL = 5e-3
 """Relative tolerance of :func:`close`: an answer rounded to three significant digits passes."""

@@ -318,3 +318,301 @@ def _least_limit(answer):
         f"K = {given} is the least: zb-auto's rate is 0 here and "
         f"{_auto_rate(p, m, given - 1):.3f} at K = {given - 1}."
     )
+
+
+# Exercises 4.7 to 4.10 (issue 19): derive, implement and construct, each judged by what
+# makes an answer right on cases drawn at check time, never by one stored value.
+
+_DRAWS = 24
+"""Random cost points per (p, m) at which a derived expression is compared with the
+critical path; with the corners of every region of costs, a wrong piece cannot hide."""
+
+
+def _expression_in_p(answer: object, allowed: tuple) -> object:
+    """The reader's answer as a sympy expression in ``allowed`` symbols (a sympy expression
+    or a string sympy reads with the glossary's names), or end the check saying what is
+    wanted."""
+    import sympy as sp
+
+    from ppbook.exercises import _Verdict
+    from ppbook.symbolic import symbols as sym
+
+    names = {str(s): s for s in allowed}
+    if isinstance(answer, str):
+        try:
+            answer = sp.sympify(answer, locals={**names, "Min": sp.Min, "Max": sp.Max})
+        except (sp.SympifyError, SyntaxError, TypeError, ValueError) as error:
+            raise _Verdict((f"sympy cannot read {shown(answer)}: {error}.", "")) from None
+    if not isinstance(answer, sp.Expr):
+        raise _Verdict(
+            (
+                "this exercise wants a sympy expression in "
+                f"{', '.join(names)} (from ppbook.symbolic import symbols as sym), "
+                f"got {shown(answer)}.",
+                "",
+            )
+        )
+    stray = sorted(str(s) for s in answer.free_symbols - set(allowed))
+    if stray:
+        raise _Verdict(
+            (
+                f"your expression uses {', '.join(stray)}; it may use only {', '.join(names)}.",
+                "write it with sym.p and the pass times sym.t_f, sym.t_i, sym.t_w.",
+            )
+        )
+    if sym.p not in answer.free_symbols:
+        raise _Verdict(
+            (
+                "your expression does not contain p: it cannot hold for every number of ranks.",
+                "the bubble grows with the number of ranks the gradient has to cross.",
+            )
+        )
+    return answer
+
+
+def _cost_points(rng) -> list[tuple]:
+    """Exact cost points (F, I, W): the corners where two or three costs tie and random
+    rationals, so that each of the regions where another cost is smallest is visited."""
+    from fractions import Fraction
+
+    corners = [(1, 1, 1), (1, 2, 3), (3, 2, 1), (2, 1, 3), (1, 3, 2), (2, 3, 1), (3, 1, 2)]
+    corners += [(1, 1, 2), (2, 2, 1), (1, 2, 2), (2, 1, 1), (2, 1, 2), (1, 2, 1)]
+    drawn = [
+        tuple(Fraction(rng.randint(1, 40), rng.randint(1, 8)) for _ in "FIW") for _ in range(_DRAWS)
+    ]
+    return [tuple(Fraction(x) for x in c) for c in corners] + drawn
+
+
+@exercise(
+    "4.7",
+    "Derive, as a sympy expression in p, t_f, t_i and t_w, the idle time per rank of one "
+    "step of ZB-H1 (m >= p, free transfers) for every cost, not only where Table 2's "
+    "(p-1)(F+I-W) holds; sympy's Min and Max are allowed.",
+    kind="derive",
+    solution="(p-1)(F + I - min(F, I, W)), in sympy `(sym.p - 1) * (sym.t_f + sym.t_i - "
+    "sp.Min(sym.t_f, sym.t_i, sym.t_w))`. `pieces(zb_h1(p, m), transfer=False)` splits "
+    "the critical path into three regions: where W is the smallest cost, the postponed W "
+    "passes fit the waits and Table 2's (p-1)(F+I-W) holds; where F is the smallest, the "
+    "last rank's chain of input gradients sets the pace and the idle time is (p-1)I; where "
+    "I is the smallest, the forward ramp does, (p-1)F. In each, one of F, I, W drops out: "
+    "the one a postponed pass can hide. The makespan is m(F+I+W) plus this idle time.",
+    answer_name="answer_7",
+)
+def _zb_h1_bubble_everywhere(answer):
+    import random
+
+    from ppbook.critical_path import makespan_expression
+    from ppbook.symbolic import symbols as sym
+
+    expr = _expression_in_p(answer, (sym.p, sym.t_f, sym.t_i, sym.t_w))
+    rng = random.Random()
+    for p in (2, 3, 4, 5, 7):
+        for m in (p, 2 * p + 1):
+            path = makespan_expression(zb_h1(p, m), transfer=False)
+            for F, I, W in _cost_points(rng):  # noqa: E741 (PyTorch's names)
+                values = {sym.t_f: F, sym.t_i: I, sym.t_w: W}
+                truth = path.xreplace(values) - m * (F + I + W)
+                value = expr.xreplace({**values, sym.p: p})
+                try:
+                    given = float(value)
+                except (TypeError, ValueError):
+                    return wrong(f"your expression does not give a number at p = {p}: {value}.")
+                if abs(given - float(truth)) > 1e-9 * max(1.0, float(truth)):
+                    smallest = min(("F", F), ("I", I), ("W", W), key=lambda kv: kv[1])[0]
+                    return wrong(
+                        f"at p = {p}, m = {m}, F = {F}, I = {I}, W = {W} your expression "
+                        f"gives {given:g} time units of idle per rank; the critical path "
+                        f"gives {float(truth):g}.",
+                        f"here {smallest} is the smallest cost: which pass can the "
+                        "schedule hide in the waits, and which chain is left to wait on?",
+                    )
+    return right(
+        "it equals the critical path's idle time on every region of costs, for p from 2 to 7: "
+        "Table 2's (p-1)(F+I-W) is the region where W is the smallest cost."
+    )
+
+
+@exercise(
+    "4.8",
+    "Implement the backward of one nn.Linear (y = x A^T + b) split as ZB does: "
+    "input_grad(grad_out, weight) -> dL/dx, and weight_grad(grad_out, x) -> (dL/dA, dL/db), "
+    "with numpy; answer the pair (input_grad, weight_grad). Checked against PyTorch's "
+    "autograd on shapes drawn at check time, with any number of leading batch dimensions.",
+    kind="implement",
+    solution="```python\nimport numpy as np\n\ndef input_grad(grad_out, weight):\n"
+    "    return grad_out @ weight            # (..., out) @ (out, in) -> (..., in)\n\n"
+    "def weight_grad(grad_out, x):\n"
+    "    g = grad_out.reshape(-1, grad_out.shape[-1])\n"
+    "    return g.T @ x.reshape(-1, x.shape[-1]), g.sum(axis=0)\n```\n"
+    "nn.Linear stores its weight as (out, in) and computes y = x W^T + b. The input "
+    "gradient needs only the weight and the incoming gradient: that is I, which the stage "
+    "before waits for. The weight gradient sums, over every token of every sequence, the "
+    "outer product of the incoming gradient with the layer's input: that needs the saved "
+    "input x, and nobody waits for it: W. The bias gradient is the incoming gradient "
+    "summed over all the leading dimensions.",
+    answer_name="answer_8",
+)
+def _linear_split(answer):
+    import numpy as np
+    import torch
+
+    if not (isinstance(answer, list | tuple) and len(answer) == 2 and all(map(callable, answer))):
+        return wrong(
+            "this exercise wants the pair (input_grad, weight_grad) of two functions, got "
+            f"{shown(answer)}."
+        )
+    input_grad, weight_grad = answer
+    rng = np.random.default_rng()
+    for leading in ((5,), (2, 3), (1, 4, 2)):
+        n_in, n_out = (int(x) for x in rng.integers(2, 9, size=2))
+        while n_out == n_in:
+            n_out = int(rng.integers(2, 9))
+        x = rng.standard_normal((*leading, n_in))
+        layer = torch.nn.Linear(n_in, n_out, dtype=torch.float64)
+        tx = torch.tensor(x, requires_grad=True)
+        out = layer(tx)
+        grad_out = rng.standard_normal(out.shape)
+        out.backward(torch.tensor(grad_out))
+        weight = layer.weight.detach().numpy().copy()
+        want = (tx.grad.numpy(), layer.weight.grad.numpy(), layer.bias.grad.numpy())
+        shapes = f"x of shape {x.shape}, weight {weight.shape}"
+        try:
+            got_x = np.asarray(input_grad(grad_out.copy(), weight.copy()), dtype=float)
+        except Exception as error:  # noqa: BLE001 (the reader's code: any failure is feedback)
+            return wrong(
+                f"with {shapes} your input_grad raised {type(error).__name__}: {error}.",
+                "nn.Linear's weight is (out, in): y = x @ weight.T + b.",
+            )
+        try:
+            got_w, got_b = (
+                np.asarray(g, dtype=float) for g in weight_grad(grad_out.copy(), x.copy())
+            )
+        except Exception as error:  # noqa: BLE001 (the reader's code: any failure is feedback)
+            return wrong(
+                f"with {shapes} your weight_grad raised {type(error).__name__}: {error}.",
+                "weight_grad returns a pair (dL/dA, dL/db), the weight's shape and the bias's.",
+            )
+        for what, have, truth, hint in (
+            ("dL/dx", got_x, want[0], "nn.Linear's weight is (out, in): y = x @ weight.T + b."),
+            ("dL/dA", got_w, want[1], "sum the outer products over every leading dimension."),
+            ("dL/db", got_b, want[2], "the bias gradient sums grad_out over the leading dims."),
+        ):
+            if have.shape != truth.shape:
+                return wrong(
+                    f"with {shapes} your {what} has shape {have.shape}; autograd's is "
+                    f"{truth.shape}.",
+                    hint,
+                )
+            if not np.allclose(have, truth, rtol=1e-9, atol=1e-9):
+                return wrong(
+                    f"with {shapes} your {what} differs from autograd's by up to "
+                    f"{float(np.max(np.abs(have - truth))):.3g}.",
+                    hint,
+                )
+    return right(
+        "both match autograd on three drawn shapes: I needs only the weight, W only the saved "
+        "input, which is why ZB can run them apart."
+    )
+
+
+@exercise(
+    "4.9",
+    "Construct costs F, I, W (free transfers, W <= F) under which one step of ZB-H2 with "
+    "p = 4, m = 8 is strictly shorter than one step of ZB-H1.",
+    kind="construct",
+    solution="Any 0 < W < I with W <= F, for example F = 1, I = 2, W = 0.5: 34 against 35.5 "
+    "time units. In its cool-down ZB-H1 hides one postponed W in each wait of I, and ZB-H2 "
+    "two; at F = I = W the second one does not fit and the two tie (27 each), and with "
+    "W >= I neither hides more than ZB-H1 already does. Only a W shorter than I lets the "
+    "extra warm-up of ZB-H2 buy time for its memory.",
+    answer_name="answer_9",
+)
+def _zb_h2_beats_h1(answer):
+    p, m = 4, 8
+    cost = _split_costs(answer)
+    F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
+    if W > F:
+        return wrong(
+            f"W = {W:g} > F = {F:g}: outside ZB-H2's condition W <= F.",
+            "keep W <= F and compare W with I.",
+        )
+    costs = Costs(F=F, I=I, W=W)
+    h1, h2 = simulate(zb_h1(p, m), costs).makespan, simulate(zb_h2(p, m), costs).makespan
+    if not h2 < h1 - 1e-9:
+        return wrong(
+            f"at F = {F:g}, I = {I:g}, W = {W:g} ZB-H2 takes {h2:g} time units and ZB-H1 "
+            f"{h1:g}: not shorter.",
+            "ZB-H2 hides a second postponed W in each wait of I in the cool-down: when does "
+            "it fit?",
+        )
+    return right(
+        f"ZB-H2 takes {h2:g} time units, ZB-H1 {h1:g}: with W < I the second postponed W "
+        "fits the wait it fills."
+    )
+
+
+def _function_of_p(answer: object):
+    """The reader's answer as a function of p: a callable, or a sympy expression in p
+    (or a string of one)."""
+    import sympy as sp
+
+    from ppbook.symbolic import symbols as sym
+
+    if callable(answer) and not isinstance(answer, sp.Basic):
+        return answer
+    expr = sp.sympify(answer, locals={"p": sym.p}) if isinstance(answer, str) else answer
+    if (
+        not isinstance(expr, sp.Expr)
+        or expr.free_symbols - {sym.p}
+        or sym.p not in expr.free_symbols
+    ):
+        raise ValueError(
+            "this exercise wants K as a function of p: a Python function such as "
+            "lambda p: ..., or a sympy expression in sym.p only, got " + shown(answer) + "."
+        )
+    return lambda p: expr.xreplace({sym.p: p})
+
+
+@exercise(
+    "4.10",
+    "zb-auto with F = I = W = 1 and a transfer time c = 0.5 on every message: derive the "
+    "least memory limit K (activations per rank) that reaches a bubble rate of zero, as a "
+    "function of p (m = 3p micro-batches).",
+    kind="derive",
+    solution="K(p) = 3p - 2. A rate of zero means rank 0 never waits once it has started, "
+    "and before its first input gradient arrives it can only run forwards (a W needs its "
+    "I). That gradient arrives after the first micro-batch's forward has crossed p ranks "
+    "and its input gradient has come back across p-1: (2p-1)F of passes plus 2(p-1) "
+    "transfers of c, (2p-1) + (p-1) = 3p - 2 time units, in which rank 0 runs 3p - 2 "
+    "forwards and holds their activations. Without transfers it is ZB-H2's 2p - 1.",
+    answer_name="answer_10",
+)
+def _least_limit_with_transfers(answer):
+    costs = Costs(F=1, I=1, W=1, comm=0.5)
+    limit_of = _function_of_p(answer)
+
+    def rate(p: int, limit: int) -> float:
+        schedule = build("zb-auto", p, 3 * p, costs=costs, memory_limit=limit)
+        return simulate(schedule, costs).zb_bubble_rate
+
+    for p in (2, 3, 4, 5, 6):
+        try:
+            given = integer(limit_of(p), f"a whole number of activations for p = {p}", 1, 9 * p)
+        except (TypeError, ValueError, ArithmeticError) as error:
+            return wrong(f"your K(p) fails at p = {p}: {error}.")
+        reached = rate(p, given)
+        if reached > 1e-9:
+            return wrong(
+                f"at p = {p} your K = {given} leaves zb-auto a bubble rate of {reached:.3f}.",
+                "count the time until rank 0's first input gradient can arrive, transfers "
+                "included; rank 0 runs only forwards until then.",
+            )
+        if given > 1 and rate(p, given - 1) <= 1e-9:
+            return wrong(
+                f"at p = {p} your K = {given} reaches zero, and so does K = {given - 1}.",
+                "the least limit: every forward rank 0 runs before its first I, no more.",
+            )
+    return right(
+        "it is the least limit for p = 2 to 6: one activation per forward rank 0 "
+        "runs while its first input gradient makes the round trip."
+    )

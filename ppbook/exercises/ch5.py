@@ -396,3 +396,118 @@ def _dualpipev_activations(answer):
         f"{given:g} is not DualPipeV's peak.",
         f"simulate dualpipev({p}, {m}) and read peak_activations.",
     )
+
+
+@exercise(
+    "5.7",
+    "Derive DualPipeV's one-step makespan as a sympy expression in p, m, t_f and t_w, for "
+    "even m >= 2p, when I = F, W <= F and a pair gains nothing (F&B = F + B = 2F + W), "
+    "costs per device share (a chunk pass takes half).",
+    kind="derive",
+    solution="m(2F + W) + (p-1)(3F - W)/2, in sympy `sym.m * (2 * sym.t_f + sym.t_w) + "
+    "(sym.p - 1) * (3 * sym.t_f - sym.t_w) / 2`. Every rank computes m micro-batches "
+    "through its two chunks of half a share: m(F + B) = m(2F + W). The bottom of the V "
+    "idles the table's DualPipeV bubble with PP = 2p chunks, (PP/2 - 1)(F&B + B - 3W) in "
+    "chunk pass times: (p-1)(2F + W + F + W - 3W)/2 = (p-1)(3F - W)/2. The critical path "
+    "of `dualpipev(p, m)` under these conditions is exactly that sum.",
+    answer_name="answer_7",
+)
+def _dualpipev_makespan(answer):
+    import sympy as sp
+
+    from ppbook.critical_path import makespan_expression
+    from ppbook.symbolic import symbols as sym
+
+    allowed = {sym.p, sym.m, sym.t_f, sym.t_w}
+    if isinstance(answer, str):
+        try:
+            answer = sp.sympify(answer, locals={str(s): s for s in allowed})
+        except (sp.SympifyError, SyntaxError, TypeError, ValueError) as error:
+            return wrong(f"sympy cannot read {shown(answer)}: {error}.")
+    if not isinstance(answer, sp.Expr):
+        return wrong(
+            "this exercise wants a sympy expression in sym.p, sym.m, sym.t_f and sym.t_w, "
+            f"got {shown(answer)}."
+        )
+    stray = sorted(str(s) for s in answer.free_symbols - allowed)
+    if stray:
+        return wrong(
+            f"your expression uses {', '.join(stray)}; with I = F and F&B = 2F + W it needs "
+            "only p, m, t_f and t_w.",
+            "replace t_i by t_f, t_b by t_f + t_w and t_fb by 2 t_f + t_w.",
+        )
+    if not {sym.p, sym.m} <= answer.free_symbols:
+        return wrong(
+            "your expression must hold for every p and m, so it contains both.",
+            "the compute grows with m, the idle time with p.",
+        )
+    conditions = ("I = F", "W <= F", "FB = F + I + W")
+    for p in (2, 3, 4, 5, 6):
+        for m in (2 * p, 2 * p + 2, 2 * p + 6):
+            path = makespan_expression(dualpipev(p, m), conditions, transfer=False)
+            path = path.xreplace({sym.t_i: sym.t_f, sym.t_fb: 2 * sym.t_f + sym.t_w})
+            mine = answer.xreplace({sym.p: p, sym.m: m})
+            if sp.expand(mine - path) != 0:
+                slope = sp.expand(answer.xreplace({sym.p: p, sym.m: m + 2}) - mine)
+                hint = (
+                    "the idle time is off: the V has 2p chunks of half a share, so count "
+                    "the table's bubble with PP = 2p, in chunk pass times."
+                    if sp.expand(slope - 2 * (2 * sym.t_f + sym.t_w)) == 0
+                    else "two chunks of half a share per rank: what does a rank compute in a "
+                    "step of m micro-batches?"
+                )
+                return wrong(
+                    f"at p = {p}, m = {m} your expression gives {sp.expand(mine)}; the critical "
+                    f"path of dualpipev({p}, {m}) gives {sp.expand(path)}.",
+                    hint,
+                )
+    return right(
+        "it is the critical path of dualpipev(p, m) for p from 2 to 6 and three m each: the "
+        "compute m(F + B) and the bottom rank's bubble with PP = 2p chunks."
+    )
+
+
+@exercise(
+    "5.8",
+    "Construct costs Costs(F=..., I=..., W=..., FB=...) under which an overlapped pair is "
+    "faster than its two passes run apart (F&B < F + I + W) and yet one step of DualPipe on "
+    "p = 8 ranks with m = 16 takes longer than one step of ZB-V.",
+    kind="construct",
+    solution="F = I = W = 1 and F&B = 2.9: each pair saves 0.1, DualPipe takes 53 time units "
+    "and ZB-V 51.5. DualPipe's ramps are p/2 - 1 steps of F&B + B - 3W, about 3 x 2.9 here, "
+    "and a pair waits for both its inputs; ZB-V's ramps are p - 1 chunk forwards of F/2 = "
+    "3.5 in all. A pair that hides little cannot win that back: overlapping pays only when "
+    "it hides a large share of the pass, as an MoE all-to-all does.",
+    answer_name="answer_8",
+)
+def _overlap_too_small(answer):
+    p, m = 8, 16
+    if not isinstance(answer, Costs):
+        return wrong(
+            f"this exercise wants a Costs(F=..., I=..., W=..., FB=...), got {shown(answer)}."
+        )
+    if answer.transfer:
+        return wrong("keep transfers free (comm = 0): the comparison is of the schedules alone.")
+    per = answer.per_stage(1)
+    if per.get("FB") is None:
+        return wrong(
+            "give F&B as FB=...: the overlapped pair's time.", "Costs(F=1, I=1, W=1, FB=...)"
+        )
+    F, I, W, FB = (per[k][0] for k in ("F", "I", "W", "FB"))  # noqa: E741 (PyTorch's names)
+    if not FB < F + I + W - 1e-9:
+        return wrong(
+            f"F&B = {FB:g} is not below F + I + W = {F + I + W:g}: the pair gains nothing "
+            "from overlapping, so this shows nothing about the overlap.",
+            "make the pair a little faster than its two passes.",
+        )
+    two_way, v = simulate(dualpipe(p, m), answer).makespan, simulate(zb_v(p, m), answer).makespan
+    if not two_way > v + 1e-9:
+        return wrong(
+            f"with these costs DualPipe takes {two_way:g} time units and ZB-V {v:g}: DualPipe "
+            "is not slower.",
+            "the more a pair saves, the better DualPipe does: how little may it save?",
+        )
+    return right(
+        f"each pair saves {F + I + W - FB:g}, yet DualPipe takes {two_way:g} time units against "
+        f"ZB-V's {v:g}: its ramps and its pairs' waits cost more than the overlap gives back."
+    )
