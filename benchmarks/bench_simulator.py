@@ -12,7 +12,10 @@ timing is asserted anywhere). Prints medians of several runs, each next to its g
 4. the schedule explorer's update (simulate + redraw + PNG), p = 16, m = 64 (goal
    150 ms);
 5. PyTorch's own construction of ScheduleInterleaved1F1B's order for p = 32, m = 256, with
-   stand-in stage objects (no process group needed), and whether its order equals ours.
+   stand-in stage objects (no process group needed), and whether its order equals ours;
+6. the builders added for issue 18 (interleaved-1f1b at m not a multiple of p,
+   interleaved-zb, v-half, v-min), build and build + simulate at p = 16, m = 128 (goal
+   0.25 s each for build + simulate: what one candidate of ``ppbook size`` costs).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import time
 import types
+from functools import partial
 from pathlib import Path
 
 from ppbook.costs import Costs
@@ -35,6 +39,16 @@ from ppbook.validate import validate
 
 COMMAND_GOALS = ((32, 2, 256, 0.1), (64, 2, 1024, 1.0))
 """(p, v, m, goal in seconds beyond start-up) for ``ppbook simulate --json``."""
+
+NEW_BUILDERS = (
+    ("interleaved-1f1b", 16, 128, 2),
+    ("interleaved-1f1b", 16, 136, 2),  # 8 rounds of 17: not a multiple of p
+    ("interleaved-zb", 16, 128, 2),
+    ("interleaved-zb", 16, 128, 4),
+    ("v-half", 16, 128, None),
+    ("v-min", 16, 128, None),
+)
+"""(schedule, p, m, v) timed by :func:`new_builders`; goal 0.25 s for build + simulate."""
 
 
 def median_of(fn, repeat: int) -> float:
@@ -194,6 +208,9 @@ def widget_updates(repeat: int) -> None:
         ("zb-h1", None),
         ("zb-h2", None),
         ("zb-v", None),
+        ("interleaved-zb", 2),
+        ("v-half", None),
+        ("v-min", None),
         ("dualpipe", None),
         ("dualpipev", None),
     ):
@@ -215,6 +232,22 @@ def widget_updates(repeat: int) -> None:
     )
 
 
+def new_builders(repeat: int) -> None:
+    rows = []
+    for name, p, m, v in NEW_BUILDERS:
+        make = partial(build, name, p, m, v)
+        actions = len(make())
+        built = median_of(make, repeat)
+        both = median_of(lambda make=make: simulate(make(), Costs(F=1, I=1, W=1)), repeat)
+        verdict = "ok" if both <= 0.25 else "SLOW"
+        rows.append((name, p, m, v or "-", f"{actions:,}", f"{built:.3f}", f"{both:.3f}", verdict))
+    table(
+        f"issue 18's builders, build and build + simulate (median of {repeat})",
+        ("schedule", "p", "m", "v", "actions", "build s", "+ simulate s", "<= 0.25 s"),
+        rows,
+    )
+
+
 def pytorch_order(p: int = 32, m: int = 256, v: int = 2) -> None:
     print(f"\nPyTorch's ScheduleInterleaved1F1B order, p = {p}, m = {m}, v = {v}")
     try:
@@ -232,6 +265,7 @@ def pytorch_order(p: int = 32, m: int = 256, v: int = 2) -> None:
             stage_index=c * p,
             is_first=c == 0,
             is_last=c * p == p * v - 1,
+            submod=None,
         )
         for c in range(v)
     ]
@@ -269,6 +303,7 @@ def main() -> None:
     if args.command_only:
         return
     linear_series(args.repeat)
+    new_builders(args.repeat)
     widget_updates(args.repeat)
     if not args.no_torch:
         pytorch_order()

@@ -125,8 +125,8 @@ def test_help_lists_every_schedule_and_its_rule(capsys):
     [
         (["--schedule", "nope", "--stages", "4", "--microbatches", "8"], "unknown schedule 'nope'"),
         (
-            ["--schedule", "interleaved-1f1b", "--stages", "4", "--microbatches", "6"],
-            "multiple of num_stages",
+            ["--schedule", "interleaved-1f1b", "--stages", "4", "--microbatches", "9"],
+            "multiple of its number of rounds",
         ),
         (["--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--costs", "F=x"], "F"),
         (["--schedule", "1f1b", "--stages", "4", "--microbatches", "8", "--costs", "Q=1"], "Q=1"),

@@ -81,6 +81,24 @@ def test_pytorch_loads_our_csv_except_dualpipes_two_directions(tmp_path, name):
     assert back.actions == ours.actions and back.stage_to_rank == ours.stage_to_rank
 
 
+@pytest.mark.parametrize("name", ["interleaved-1f1b", "interleaved-zb", "v-half", "v-min"])
+def test_pytorch_loads_issue_18s_schedules_at_m_not_a_multiple_of_p(tmp_path, name):
+    """m = 6 on p = 4 ranks: PyTorch runs its interleaved classes there (one round of 6);
+    its runtime reads our CSV and dumps it back with communication, our order unchanged."""
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+    ours = build(name, 4, 6)
+    path = tmp_path / f"{name}.csv"
+    write_csv(ours, path)
+    theirs = schedules._PipelineScheduleRuntime(
+        _stand_in_stages(4, ours.num_stages, ours.stages_on(0)), 6
+    )
+    theirs._load_csv(str(path))
+    order = [[str(a) for a in theirs.pipeline_order[r] if a is not None] for r in range(4)]
+    assert order == ours.to_strings()
+    theirs._dump_csv(str(path))
+    assert read_csv(path).actions == ours.actions
+
+
 def test_trailing_blank_lines_are_not_ranks():
     for tail in ("", "\n", "\n\n", ",,\n", "\n,\n \n"):
         schedule = read_csv_text(ONE_F_ONE_B + tail)

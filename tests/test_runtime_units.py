@@ -114,7 +114,10 @@ def custom(rows, **kw) -> Schedule:
     ("config", "message"),
     [
         (RunConfig(schedule="no-such"), "unknown schedule 'no-such'"),
-        (RunConfig(schedule="interleaved-1f1b", num_microbatches=3), "multiple of num_stages"),
+        (
+            RunConfig(schedule="interleaved-1f1b", num_microbatches=5),
+            "multiple of its number of rounds",
+        ),
         (RunConfig(num_microbatches=0), "num_microbatches >= 1"),
         (RunConfig(nproc=3, schedule=custom([["0F0", "0B0"], ["1F0", "1B0"], []])), "more ranks"),
         (RunConfig(nproc=3, schedule=gpipe(2, 2)), "runs on 2 ranks, but nproc is 3"),
@@ -153,8 +156,8 @@ def test_fault_spec():
 def test_cli_refuses_bad_arguments_with_status_2(capsys):
     assert run_cli.main(["--schedule", "no-such", "--nproc", "2"]) == 2
     assert "ppbook run: error: unknown schedule 'no-such'" in capsys.readouterr().err
-    assert run_cli.main(["--schedule", "interleaved-1f1b", "--microbatches", "3"]) == 2
-    assert "multiple of num_stages" in capsys.readouterr().err
+    assert run_cli.main(["--schedule", "interleaved-1f1b", "--microbatches", "5"]) == 2
+    assert "multiple of its number of rounds" in capsys.readouterr().err
 
 
 def test_ppbook_cli_run_refuses_bad_arguments(capsys):

@@ -113,8 +113,8 @@ def test_interleaving_makes_the_m_slider_step_by_p(explorer):
     assert (slider.min, slider.step, slider.max, slider.value) == (4, 4, 64, 8)  # 6 up to 8
     assert explorer.error is None
     assert (
-        "interleaved-1f1b takes m a multiple of p = 4: the m slider steps through 4, 8, "
-        "..., 64" in explorer.readout.value
+        "the m slider offers interleaved-1f1b the multiples of p = 4, which PyTorch always "
+        "runs: 4, 8, ..., 64" in explorer.readout.value
     )
     explorer.controls["num_stages"].value = 5  # a slider move, as in a browser
     assert (slider.min, slider.step, slider.max, slider.value) == (5, 5, 60, 10)
@@ -143,7 +143,7 @@ def test_every_value_the_sliders_offer_builds(name):
         offered = range(low, 65, step)
         for m in [*offered[:3], offered[-1]]:  # the first few and the last
             build(name, p, m, chunks)
-        if low > 1:
+        if low > 1 and SCHEDULES[name].chunks != "any":
             with pytest.raises(ValueError):
                 build(name, p, low - 1, chunks)
     if p_low > 1:

@@ -15,7 +15,9 @@ from ppbook.schedules.auto import zb_auto
 from ppbook.schedules.basic import gpipe, one_f_one_b
 from ppbook.schedules.dualpipe import dualpipe, dualpipev
 from ppbook.schedules.interleaved import interleaved_1f1b, looped_bfs
+from ppbook.schedules.interleaved_zb import interleaved_zb
 from ppbook.schedules.rules import check_int
+from ppbook.schedules.v_shape import v_half, v_min
 from ppbook.schedules.zero_bubble import zb_h1, zb_h2, zb_v
 
 
@@ -45,8 +47,18 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             "interleaved-1f1b",
             interleaved_1f1b,
             "any",
-            "m a multiple of p; v chunks per rank (--chunks, default 2)",
+            "m a multiple of max(1, m // p), PyTorch's rule (m < p runs); "
+            "v chunks per rank (--chunks, default 2); PyTorch's order",
             "Megatron-LM, arXiv:2104.04473",
+        ),
+        ScheduleSpec(
+            "interleaved-zb",
+            interleaved_zb,
+            "any",
+            "m a multiple of max(1, m // p), PyTorch's rule (m < p runs); "
+            "v chunks per rank (--chunks, default 2); splits the backward into I and W; "
+            "PyTorch's ScheduleInterleavedZeroBubble",
+            "Zero Bubble PP (ZB1P), arXiv:2401.10241",
         ),
         ScheduleSpec(
             "looped-bfs",
@@ -83,6 +95,22 @@ SCHEDULES: dict[str, ScheduleSpec] = {
             "two",
             "exactly 2 chunks per rank (V shape); m >= 1",
             "Zero Bubble PP sec. 6, arXiv:2401.10241",
+        ),
+        ScheduleSpec(
+            "v-half",
+            v_half,
+            "two",
+            "exactly 2 chunks per rank (V shape); m >= 1; splits the backward into I and W; "
+            "peak (p+2)//2 activations of a full stage",
+            "Controllable Memory PP, arXiv:2405.15362",
+        ),
+        ScheduleSpec(
+            "v-min",
+            v_min,
+            "two",
+            "exactly 2 chunks per rank (V shape); m >= 1; splits the backward into I and W; "
+            "peak (p+4)//3 activations of a full stage",
+            "Controllable Memory PP, arXiv:2405.15362",
         ),
         ScheduleSpec(
             "dualpipe",
@@ -148,11 +176,14 @@ __all__ = [
     "gpipe",
     "one_f_one_b",
     "interleaved_1f1b",
+    "interleaved_zb",
     "looped_bfs",
     "zb_h1",
     "zb_h2",
     "zb_auto",
     "zb_v",
+    "v_half",
+    "v_min",
     "dualpipe",
     "dualpipev",
 ]

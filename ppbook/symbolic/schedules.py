@@ -77,7 +77,10 @@ def interleaved_makespan() -> sp.Expr:
     runs it so under the same costs). The compute is unchanged (v chunks, m micro-batches
     each); the warm-up and cool-down chains are still p-1 steps long, but each step is one
     chunk pass. As published (Megatron-LM, sec. 2.2.2), checked against the simulator for
-    ``v >= 1`` and, when ``v > 1``, ``m`` a multiple of ``p`` (Megatron-LM's condition).
+    ``v >= 1`` and, when ``v > 1``, ``m`` a multiple of ``p`` (Megatron-LM's condition). It
+    holds as well for every ``m >= p`` that PyTorch's ScheduleInterleaved1F1B runs (``m`` a
+    multiple of max(1, m // p)); below p the simulator gives p(t_f+t_b) + (m-1)(t_f+t_b)/v
+    (tests/test_schedules_pytorch_orders.py).
     """
     compute = sp.summation(m * (t_f + t_b) / v, (k, 1, v))
     warmup = sp.summation(t_f / v, (k, 1, p - 1))

@@ -3,7 +3,7 @@ side by side, and a closed form against the simulator.
 
 - :func:`microbatch_steps` and :func:`stage_steps`: the values the p and m sliders offer
   for a schedule, so the reader cannot reach a combination its builder refuses
-  (interleaved 1F1B: m a multiple of p, Megatron-LM's rule; ZB-H2: m >= 2p-1;
+  (the interleaved schedules: multiples of p, which PyTorch always runs; ZB-H2: m >= 2p-1;
   DualPipe: p even, m even and m >= 2p; DualPipeV: m >= 2p).
 - :func:`compare`: every schedule of :data:`ppbook.schedules.SCHEDULES` simulated for the
   same p, m, v and costs (makespan, bubble fraction f = idle/total, bubble ratio
@@ -38,9 +38,14 @@ def stage_steps(schedule: str) -> tuple[int, int]:
 
 
 def microbatch_steps(schedule: str, p: int) -> tuple[int, int]:
-    """``(smallest m, step)`` the micro-batch slider offers for ``schedule`` at ``p`` ranks."""
+    """``(smallest m, step)`` the micro-batch slider offers for ``schedule`` at ``p`` ranks.
+
+    The interleaved schedules get multiples of p, which PyTorch's classes always run (they
+    also run m < p and any m that is a multiple of max(1, m // p); the slider keeps to the
+    steps every p shares)."""
     return {
         "interleaved-1f1b": (p, p),
+        "interleaved-zb": (p, p),
         "zb-h2": (2 * p - 1, 1),
         "dualpipe": (2 * p, 2),
         "dualpipev": (2 * p, 1),
@@ -55,8 +60,13 @@ def microbatch_note(schedule: str, p: int, top: int) -> str:
     ranks = "p even (the p slider steps by 2) and " if stage_steps(schedule)[1] == 2 else ""
     last = low + (top - low) // step * step
     values = f"{low}, {low + step}, ..., {last}" if last > low + step else f"{low}..{last}"
+    if step == p:
+        return (
+            f"the m slider offers {schedule} the multiples of p = {p}, which PyTorch always "
+            f"runs: {values}"
+        )
     if step > 1:
-        why = f"a multiple of p = {p}" if step == p else f"even and at least 2p = {2 * p}"
+        why = f"even and at least 2p = {2 * p}"
     else:
         why = f"at least {'2p-1' if schedule == 'zb-h2' else '2p'} = {low}"
     return f"{schedule} takes {ranks}m {why}: the m slider steps through {values}"
