@@ -25,6 +25,7 @@ CHAPTERS = {
     "8": "08_sizing.ipynb",
     "9": "09_multi_gpu.ipynb",
     "10": "10_cluster.ipynb",
+    "11": "11_which_schedule.ipynb",
 }
 
 

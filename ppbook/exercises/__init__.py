@@ -56,6 +56,7 @@ _CHAPTERS = {
     "8": "ppbook.exercises.ch8",
     "9": "ppbook.exercises.ch9",
     "10": "ppbook.exercises.ch10",
+    "11": "ppbook.exercises.ch11",
     "A1": "ppbook.exercises.assignments",
     "A2": "ppbook.exercises.assignments",
     "A3": "ppbook.exercises.assignments",

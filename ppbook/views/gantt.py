@@ -7,7 +7,10 @@ read (:mod:`ppbook.views.labels`: left out of a box too small for text
 :data:`~ppbook.views.figure.MIN_TEXT_PX` pixels high; on a light patch on a hatched box).
 Idle time is the grey lane showing through. An optional panel below plots the
 activations each rank holds over time (:meth:`~ppbook.timeline.Timeline.memory`) as a
-step plot.
+step plot. With ``critical_path=True`` the actions of one critical path
+(:func:`critical_actions`: the chain of actions, each started by the end of the one before,
+that runs from the step's start to its makespan) are outlined in black, and the legend says
+so; :mod:`ppbook.critical_path` gives the same path's length as a sympy expression.
 
 The title names both bubble conventions (REFERENCES.md): the bubble fraction
 f = idle/total (GPipe, arXiv:1811.06965) and the bubble ratio r = idle/compute
@@ -39,6 +42,7 @@ from matplotlib.path import Path
 
 from ppbook.pipeline_schedule import Schedule
 from ppbook.timeline import Timeline
+from ppbook.validate import validate
 from ppbook.views.colors import DRAWN_KINDS, IDLE_COLOR, KIND_COLORS, KIND_NAMES, shade, shades
 from ppbook.views.figure import COLUMN_WIDTH, column_figure, min_font_size, text_size
 from ppbook.views.labels import BoxLabel
@@ -50,6 +54,8 @@ MAX_HATCHED = 600  # hatch chunks by default up to this many boxes (hatching dra
 CHUNK_HATCHES = (None, "////", "\\\\\\\\", "xxxx")  # a rank's first, second, ... chunk
 LANES_GID = "ppbook-timeline-lanes"  # the idle lanes' id: where a drawn timeline ends
 HATCH_GID = "ppbook-chunk-hatching"  # the hatching over a later chunk's boxes
+CRITICAL_GID = "ppbook-critical-path"  # the outlines of the critical path's actions
+CRITICAL_LABEL = "critical path"
 
 
 def chunk_cost_note(schedule: Schedule) -> str:
@@ -131,6 +137,7 @@ def plot_timeline(
     title: bool | str = True,
     legend: bool = True,
     max_hatched: int = MAX_HATCHED,
+    critical_path: bool = False,
 ):
     """Draw ``timeline`` as a Gantt chart; return the figure.
 
@@ -143,8 +150,11 @@ def plot_timeline(
     ends at the last end any of them needs: a shorter run never cuts off a longer one.
     The boxes of a rank's second, third, ... chunk are hatched when there are at most
     ``max_hatched`` of them (hatching is slow to draw; 0 turns it off). The time axis
-    says the timeline's :attr:`~ppbook.timeline.Timeline.time_unit`.
+    says the timeline's :attr:`~ppbook.timeline.Timeline.time_unit`. ``critical_path``:
+    outline the actions of :func:`critical_actions` (a one-step timeline only) and add
+    "critical path" to the legend.
     """
+    marked = critical_actions(timeline) if critical_path else []
     if ax is None:
         _, ax, memory_ax = _new_figure(timeline.num_ranks, memory or memory_ax is not None)
     elif memory and memory_ax is None:
@@ -196,6 +206,8 @@ def plot_timeline(
             ax.add_artist(_hatching(verts, hatch))
     if labels is None or labels:
         _label_boxes(ax, timeline, groups, px_per_unit, hatch_chunks, force=bool(labels))
+    if marked:
+        ax.add_collection(_outlines(timeline, marked), autolim=False)
 
     ax.set_xlim(0, right)
     ax.set_ylim(p - 1 + 0.6, -0.6)  # rank 0 on top
@@ -207,6 +219,10 @@ def plot_timeline(
         ax.set_xlabel(f"time ({timeline.time_unit})")
     if legend:
         handles = _legend_handles(groups, hatch_chunks)
+        if marked:
+            handles.append(
+                Patch(facecolor="none", edgecolor="black", linewidth=1.6, label=CRITICAL_LABEL)
+            )
         ax.legend(
             handles=handles,
             ncols=1 if len(handles) <= max(p, 4) else 2,
@@ -224,6 +240,76 @@ def plot_timeline(
         plot_memory(timeline, memory_ax, in_bytes=in_bytes, legend=legend)
         memory_ax.set_xlim(0, right)
     return ax.figure
+
+
+def critical_actions(timeline: Timeline) -> list[tuple[int, int]]:
+    """One critical path of ``timeline``: ``(rank, position)`` of its actions, first to last.
+
+    Walked back from the action that ends last: each action's predecessor is the one whose
+    end let it start, its rank's previous action when that ended at its start, else the
+    dependency (:mod:`ppbook.dependencies`' rule) that ended last (the gap between them is a
+    transfer). Without transfers the path's durations add up to the makespan with no gap;
+    where two predecessors end together the rank's own comes first. Measured timelines
+    take the same walk (their gaps include waits the simulator does not model).
+    """
+    if timeline.steps != 1:
+        raise ValueError(
+            f"the critical path is marked on a one-step timeline, got {timeline.steps} steps; "
+            "simulate with steps=1"
+        )
+    index = validate(timeline.schedule)
+    starts, ends = timeline.starts, timeline.ends
+    if not any(ends):
+        return []
+    tol = 1e-9 * max(1.0, abs(timeline.makespan))
+    place = {}  # step id -> (rank, position)
+    for rank, row in enumerate(timeline.schedule.actions):
+        for position in range(len(row)):
+            place[index.first[rank] + position] = (rank, position)
+    last = max(
+        ((r, k) for r, row in enumerate(ends) for k in range(len(row))),
+        key=lambda rk: (ends[rk[0]][rk[1]], -rk[0]),
+    )
+    path = [last]
+    while True:
+        rank, position = path[-1]
+        start = starts[rank][position]
+        step_id = index.first[rank] + position
+        needed = {
+            index.where[key]
+            for part in index.steps[step_id].parts
+            for key in index.dependencies(*part)
+        } - {step_id, -1}
+        before = [place[sid] for sid in needed]
+        previous = (rank, position - 1) if position else None
+        if previous and abs(ends[rank][position - 1] - start) <= tol:
+            path.append(previous)
+        elif before:
+            path.append(max(before, key=lambda rk: (ends[rk[0]][rk[1]], -rk[0])))
+        elif previous:
+            path.append(previous)
+        else:
+            break
+    return path[::-1]
+
+
+def _outlines(timeline: Timeline, marked: list[tuple[int, int]]) -> PolyCollection:
+    """Black outlines of the boxes of ``marked`` actions (gid :data:`CRITICAL_GID`)."""
+    origin, half = timeline.origin, LANE_HEIGHT / 2
+    verts = [
+        [(a, r - half), (a, r + half), (b, r + half), (b, r - half)]
+        for r, k in marked
+        for a, b in [(timeline.starts[r][k] - origin, timeline.ends[r][k] - origin)]
+    ]
+    return PolyCollection(
+        verts,
+        facecolors="none",
+        edgecolors="black",
+        linewidths=1.6,
+        label=CRITICAL_LABEL,
+        gid=CRITICAL_GID,
+        zorder=2.5,
+    )
 
 
 def _shared_right(ax, end: float) -> float:
