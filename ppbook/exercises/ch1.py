@@ -6,7 +6,8 @@ makespan and bubble, :mod:`ppbook.symbolic.numeric`) and from the simulator
 1.7 check the reader's choice or construction by its effect on a simulated timeline. The
 hints name the usual slip, mixing up the bubble fraction f = idle/total (GPipe,
 arXiv:1811.06965, sec. 2.3) and the bubble ratio r = idle/compute (Megatron-LM,
-arXiv:2104.04473, sec. 2.2.1; the Ultra-Scale Playbook).
+arXiv:2104.04473, sec. 2.2.1; the Ultra-Scale Playbook). Exercises 1.8 to 1.10 (derive,
+implement) live in :mod:`ppbook.exercises.ch1_derive`.
 """
 
 from __future__ import annotations
@@ -295,3 +296,6 @@ def _gpipe_schedule(answer):
         f"(p-1)/(m+p-1) = {expected}: some rank waits longer than it must.",
         "run each rank's forwards in micro-batch order 0..m-1, then its backwards.",
     )
+
+
+import ppbook.exercises.ch1_derive  # noqa: E402, F401 (registers 1.8 to 1.10: derive, implement)

@@ -7,6 +7,7 @@ a schedule with v chunks per rank in cost/v. The hints name the usual slips: for
 transfers, mixing up the bubble fraction f = idle/total and the bubble ratio r =
 idle/compute, forgetting that interleaving divides the ramps by v, and running a chunk at
 a full stage's cost. Sources: REFERENCES.md (GPipe, 1F1B, Megatron-LM sec. 2.2.2).
+Exercises 2.6 to 2.8 (derive, implement) live in :mod:`ppbook.exercises.ch2_derive`.
 """
 
 from __future__ import annotations
@@ -94,9 +95,25 @@ def _interleaved_or_1f1b(p: int, m: int, v: int) -> Schedule:
     return one_f_one_b(p, m) if v == 1 else interleaved_1f1b(p, m, v)
 
 
+def _runs(p: int, m: int, v: int) -> bool:
+    """Whether the builder takes m (PyTorch's rule for v > 1: m a multiple of max(1, m // p))."""
+    try:
+        _interleaved_or_1f1b(p, m, v)
+    except ValueError:
+        return False
+    return True
+
+
+def _smaller(p: int, m: int, v: int) -> int | None:
+    """The largest m' < m the builder takes, or None."""
+    return next((k for k in range(m - 1, 0, -1) if _runs(p, k, v)), None)
+
+
 def _smallest(measure, p: int, m: int, v: int, target: float) -> bool:
-    """Whether m (a multiple of p) is the smallest such m with ``measure`` below ``target``."""
-    return measure(p, m, v) < target and (m == p or measure(p, m - p, v) >= target)
+    """Whether m is the smallest m the builder takes with ``measure`` below ``target``."""
+    if measure(p, m, v) >= target:
+        return False
+    return all(measure(p, k, v) >= target for k in range(1, m) if _runs(p, k, v))
 
 
 @exercise(
@@ -105,38 +122,37 @@ def _smallest(measure, p: int, m: int, v: int, target: float) -> bool:
     "ranks and v = 2 chunks has a bubble fraction f = idle/total below 10 %.",
     kind="choose",
     solution="Per rank the idle time is (p-1)(F+B)/v and the compute m(F+B), so "
-    "f = ((p-1)/v) / (m + (p-1)/v) = 3.5/(m + 3.5) < 0.1 needs m > 31.5. Interleaved 1F1B "
-    "needs m to be a multiple of p = 8: m = 32 (f = 3.5/35.5 = 0.099).",
+    "f = ((p-1)/v) / (m + (p-1)/v) = 3.5/(m + 3.5) < 0.1 needs m > 31.5: m = 32 "
+    "(f = 3.5/35.5 = 0.099). PyTorch's order runs m = 30 too (f = 0.1045, not enough) and "
+    "refuses m = 31, which is not a multiple of its max(1, m // p) = 3 rounds.",
     answer_name="answer_2",
 )
 def _smallest_m(answer):
     p, v, target = 8, 2, 0.1
-    given = integer(answer, "a whole number of micro-batches")
-    if given < p or given % p:
-        return wrong(
-            f"interleaved 1F1B needs m to be a positive multiple of p = {p}, got m = {given}.",
-            "Megatron-LM sends micro-batches through the chunks in groups of p.",
-        )
-    f = _fraction(p, given, v)
+    given = integer(answer, "a whole number of micro-batches", minimum=1)
+    f = _fraction(p, given, v)  # a ValueError names the rule an m breaks
     if f >= target:
         return wrong(f"at m = {given} the bubble fraction is f = {f:.3f}, not below {target}.")
     if _smallest(_fraction, p, given, v, target):
-        return right(f"m = {given} gives f = {f:.3f}, and m = {given - p} would not.")
-    smaller = given - p
-    f_smaller = _fraction(p, smaller, v)
+        below = _smaller(p, given, v)
+        return right(f"m = {given} gives f = {f:.3f}, and m = {below} would not.")
     if _smallest(_ratio, p, given, v, target):
         return wrong(
             f"m = {given} brings the bubble ratio r = idle/compute below {target}; the "
-            f"fraction f = idle/total is already {f_smaller:.3f} at m = {smaller}.",
+            "fraction f = idle/total gets there with fewer micro-batches.",
             "the question asks for f, which divides by the total time: f = r/(1+r).",
         )
     if _smallest(_fraction, p, given, 1, target):
         return wrong(
-            f"m = {given} is what plain 1F1B needs; with v = {v} chunks m = {smaller} "
-            f"already gives f = {f_smaller:.3f}.",
+            f"m = {given} is what plain 1F1B needs; with v = {v} chunks fewer micro-batches do.",
             "interleaving divides the ramps, (p-1)(F+B), by v.",
         )
-    return wrong(f"m = {given} works, but so does m = {smaller} (f = {f_smaller:.3f}).")
+    smaller = next(
+        k for k in range(given - 1, 0, -1) if _runs(p, k, v) and _fraction(p, k, v) < target
+    )
+    return wrong(
+        f"m = {given} works, but so does m = {smaller} (f = {_fraction(p, smaller, v):.3f})."
+    )
 
 
 @exercise(
@@ -211,32 +227,57 @@ def _choose_chunks(answer):
     )
 
 
+_CAP, _WITHIN = 2, 51
+"""Exercise 2.5: rank 0 holds at most _CAP micro-batches, and the step takes at most _WITHIN
+time units (F = 1, B = 2; 1F1B takes 33 and holds 4, one micro-batch at a time takes 96)."""
+
+
 @exercise(
     "2.5",
     "Construct a schedule for p = 4 ranks and m = 8 micro-batches in which rank 0 never "
-    f"holds more than 2 {ACTIVATION_UNIT}.",
+    f"holds more than {_CAP} {ACTIVATION_UNIT} and the step (F = 1, B = 2) takes at most "
+    f"{_WITHIN} time units.",
     kind="construct",
-    solution="Limit rank 0's warm-up to one forward: rank r runs min(1, p-1-r) forwards, "
-    "then alternates one forward and one backward, then drains its backwards. Rank 0 "
-    "then holds at most 2 micro-batches, but each new forward on rank 0 now waits for a "
-    "backward to come back: after the first, every micro-batch costs a chain of one forward "
-    "and one backward on each of the first three ranks, 3F + 3B = 9, instead of F + B = 3. "
-    "The step takes 69 time units against 1F1B's 33: memory traded for time.",
+    solution="Every action of a micro-batch lies between its forward and its backward on "
+    "rank 0, so the cap allows two micro-batches in flight, each a round trip of at least "
+    "4F + 4B = 12: eight of them need at least 8 x 12 / 2 = 48. Run two lanes: micro-batch "
+    "j starts at 12 (j // 2) on rank 0, plus 3 when j is odd, and rank r runs its F at "
+    "offset r and its B at offset 4 + 2(3 - r) of the micro-batch's start; order each rank's "
+    "actions by those times. Rank 3, for one, is busy from offset 3 to 6 of each lane: "
+    "lanes 1 or 2 apart collide there, and 3 is the smallest offset at which no rank is "
+    "asked for two passes at once, so nothing waits: 3 + 4 x 12 = 51. The usual 1F1B "
+    "with a warm-up of one forward holds 2 too but takes "
+    "69, and one micro-batch at a time 96: the cap alone does not make a good schedule.",
     answer_name="answer_5",
 )
 def _capped_activations(answer):
-    p, m, limit = 4, 8, 2
+    p, m = 4, 8
     run = schedule_of(answer, p, m)
     held = run.peak_activations(0)
-    if held > limit:
+    if held > _CAP:
         hint = (
             "that is 1F1B's p: start fewer forwards on rank 0 before its first backward."
             if close(held, p)
-            else "run a backward on rank 0 before starting a third micro-batch."
+            else f"run a backward on rank 0 before starting micro-batch {_CAP + 1}."
         )
-        return wrong(f"rank 0 holds up to {held:g} {ACTIVATION_UNIT}, more than {limit}.", hint)
+        return wrong(f"rank 0 holds up to {held:g} {ACTIVATION_UNIT}, more than {_CAP}.", hint)
     plain = simulate(one_f_one_b(p, m), COSTS).makespan
+    if run.makespan > _WITHIN:
+        hint = (
+            "one micro-batch at a time wastes the second place the cap leaves."
+            if run.peak_activations(0) < _CAP
+            else f"keep {_CAP} micro-batches in flight all the time, their round trips "
+            "staggered so that no rank is asked for two passes at once."
+        )
+        return wrong(
+            f"rank 0 holds at most {held:g} {ACTIVATION_UNIT}, but the step takes "
+            f"{run.makespan:g} time units, more than {_WITHIN}.",
+            hint,
+        )
     return right(
         f"rank 0 holds at most {held:g} {ACTIVATION_UNIT}; the step takes {run.makespan:g} "
-        f"time units, against 1F1B's {plain:g} (F = 1, B = 2)."
+        f"time units, against 1F1B's {plain:g} (F = 1, B = 2) with {p} held."
     )
+
+
+import ppbook.exercises.ch2_derive  # noqa: E402, F401 (registers 2.6 to 2.8: derive, implement)

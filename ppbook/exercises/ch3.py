@@ -9,14 +9,16 @@ compared with one process (:func:`ppbook.runtime.reference.assert_matches_refere
 hints name the usual slips: the speed-up without the bubble, a sender's order for a
 receiver's, a message between two stages of one rank, the bubble ratio r = idle/compute for
 the fraction f = idle/total (REFERENCES.md), GPipe's 2(p-1)c for 1F1B's transfers, and a
-run that cannot be compared. Exercise 3.6, the one that starts processes, lives in
-:mod:`ppbook.exercises.ch3_run`.
+run that cannot be compared. Exercise 3.6, a training run on processes, lives in
+:mod:`ppbook.exercises.ch3_run`, and 3.7, a send/receive exchange run on processes, in
+:mod:`ppbook.exercises.ch3_exchange`.
 """
 
 from __future__ import annotations
 
 import re
 
+import ppbook.exercises.ch3_exchange  # noqa: F401 (registers 3.7, an exchange on processes)
 import ppbook.exercises.ch3_run  # noqa: F401 (registers 3.6, the run on real processes)
 from ppbook.checks import shown
 from ppbook.costs import Costs
@@ -261,6 +263,9 @@ def _measured_fraction(answer, timeline=None):
 # ----- 3.5 the transfer time a speed-up tolerates ---------------------------------------------
 
 _P, _M, _TARGET = 4, 8, 2.5
+_STEP = 1e-3
+"""3.5's resolution in ms: the largest c is right to the microsecond; a c that misses the
+speed-up is wrong however close (a relative tolerance would let 0.339 through)."""
 
 
 def _speedup(build, c: float) -> tuple[float, float]:
@@ -269,49 +274,58 @@ def _speedup(build, c: float) -> tuple[float, float]:
     return timeline.total_busy / timeline.makespan, timeline.makespan
 
 
+def _reaches(build, c: float) -> bool:
+    """Whether ``build`` at transfer time ``c`` reaches the speed-up target (to rounding)."""
+    return _speedup(build, c)[0] >= _TARGET * (1 - 1e-12)
+
+
 def _largest_transfer(build) -> float:
     """The largest c at which ``build`` keeps the speed-up target, by bisection."""
     low, high = 0.0, 10.0
     for _ in range(60):
         middle = (low + high) / 2
-        low, high = (middle, high) if _speedup(build, middle)[0] >= _TARGET else (low, middle)
+        low, high = (middle, high) if _reaches(build, middle) else (low, middle)
     return low
 
 
 @exercise(
     "3.5",
     "Costs measured for 1F1B on p = 4 ranks: F = 1 ms and B = 2 ms per stage. Choose the "
-    "largest transfer time c (ms) at which 1F1B with m = 8 still runs 2.5 times faster than "
-    "one process; the check simulates 1F1B at your c.",
+    "largest transfer time c (ms, to the microsecond) at which 1F1B with m = 8 still runs "
+    "2.5 times faster than one process; the check simulates 1F1B at your c and at c + 1 us.",
     kind="choose",
     solution="One process takes m p (F+B) = 96 ms, so the step may take 96/2.5 = 38.4 ms. "
     "Simulate 1F1B at c = 0 (33 ms) and c = 1 (49 ms): the makespan grows by 16c, not by "
     "GPipe's 2(p-1)c = 6c, because in 1F1B's steady state each forward and backward waits "
-    "for a message that has just crossed. 33 + 16c = 38.4 gives c = 0.3375 ms.",
+    "for a message that has just crossed. 33 + 16c = 38.4 gives c = 0.3375 ms; 0.338 ms "
+    "(three significant digits, rounded up) already misses the speed-up.",
     answer_name="answer_5",
 )
 def _largest_c(answer):
     given = number(answer, "a transfer time in ms, such as 0.5")
     if given < 0:
         return wrong(f"a transfer takes no less than 0 ms, got {given:g}.")
-    best = _largest_transfer(one_f_one_b)
     speedup, makespan = _speedup(one_f_one_b, given)
-    if close(given, best):
-        slope = _speedup(one_f_one_b, 1)[1] - _speedup(one_f_one_b, 0)[1]
-        return right(
-            f"c = {best:.4g} ms is the largest: each ms of transfer adds {slope:g} ms to 1F1B's "
-            f"step (GPipe's: 2(p-1) = {2 * (_P - 1)}), and 96 / 2.5 = 38.4 ms is reached."
-        )
     said = f"at c = {given:g} ms the simulator's 1F1B step takes {makespan:.4g} ms"
-    if close(given, _largest_transfer(gpipe)):
+    if not _reaches(one_f_one_b, given):
+        if close(given, _largest_transfer(gpipe)):
+            return wrong(
+                f"{said}, a speed-up of {speedup:.3f}: {given:g} is GPipe's answer, whose "
+                "makespan grows by 2(p-1)c.",
+                "simulate 1F1B at c = 0 and c = 1: how much does one ms of transfer add?",
+            )
         return wrong(
-            f"{said}, a speed-up of {speedup:.3f}: {given:g} is GPipe's answer, whose "
-            "makespan grows by 2(p-1)c.",
-            "simulate 1F1B at c = 0 and c = 1: how much does one ms of transfer add?",
+            f"{said}: a speed-up of {speedup:.4f}, below 2.5.",
+            "the largest c is exact here: round it down, not up.",
         )
-    if given > best:
-        return wrong(f"{said}: a speed-up of {speedup:.3f}, below 2.5.")
-    return wrong(
-        f"{said}: a speed-up of {speedup:.3f}; a larger c still reaches 2.5.",
-        "the makespan grows linearly in c: two simulations give its slope.",
+    if _reaches(one_f_one_b, given + _STEP):
+        return wrong(
+            f"{said}: a speed-up of {speedup:.4f}; a larger c still reaches 2.5 (c + 1 us does).",
+            "the makespan grows linearly in c: two simulations give its slope.",
+        )
+    slope = _speedup(one_f_one_b, 1)[1] - _speedup(one_f_one_b, 0)[1]
+    return right(
+        f"c = {given:g} ms keeps the speed-up at {speedup:.4f} and c + 1 us would not: each "
+        f"ms of transfer adds {slope:g} ms to 1F1B's step (GPipe's: 2(p-1) = {2 * (_P - 1)}), "
+        "and 96 / 2.5 = 38.4 ms is reached."
     )

@@ -1,15 +1,16 @@
 """The bubble in its two conventions, derived from the GPipe makespan (chapter 1).
 
-Two numbers in circulation describe the same idle time ``I`` of a step (REFERENCES.md):
+Two numbers in circulation describe the same idle time ``T_idle`` of a step, against its
+compute time ``T_comp`` (``I`` is the input-gradient pass; REFERENCES.md):
 
-- the **bubble fraction** ``f = I / (I + C)``, idle time over total device time, is
+- the **bubble fraction** ``f = T_idle / (T_idle + T_comp)``, idle over total device time, is
   GPipe's ``O((K-1)/(M+K-1))`` (Huang et al. 2019, arXiv:1811.06965, sec. 2.3);
-- the **bubble ratio** ``r = I / C``, idle time over ideal compute time, is Megatron-LM's
+- the **bubble ratio** ``r = T_idle / T_comp``, idle time over ideal compute time, is Megatron-LM's
   "bubble time fraction" (Narayanan et al. 2021, arXiv:2104.04473, sec. 2.2.1) and the
   Hugging Face Ultra-Scale Playbook's ``r_bubble = (p-1)/m``.
 
-For GPipe and 1F1B, ``I = p (p-1)(t_f + t_b)`` summed over all ``p`` devices and
-``C = p m (t_f + t_b)``, so ``f = (p-1)/(m+p-1)`` and ``r = (p-1)/m``. Whatever the
+For GPipe and 1F1B, ``T_idle = p (p-1)(t_f + t_b)`` summed over all ``p`` devices and
+``T_comp = p m (t_f + t_b)``, so ``f = (p-1)/(m+p-1)`` and ``r = (p-1)/m``. Whatever the
 schedule, ``f = r/(1+r)`` and ``r = f/(1-f)``: :func:`convention_identity_residuals`
 proves it with sympy. (The Zero Bubble paper's "bubble rate", Qi et al. 2024,
 arXiv:2401.10241, is a third measure over the longest stage span; it equals f for GPipe,
@@ -45,7 +46,7 @@ def bubble_ratio_of(idle_time: sp.Expr, compute_time: sp.Expr) -> sp.Expr:
 
 
 def convention_identity_residuals() -> list[sp.Expr]:
-    """``f - r/(1+r)`` and ``r - f/(1-f)`` for any idle time I and compute time C: [0, 0]."""
+    """``f - r/(1+r)`` and ``r - f/(1-f)`` for any T_idle and T_comp: [0, 0]."""
     f = idle / (idle + compute)
     r = idle / compute
     return [sp.simplify(f - fraction_from_ratio(r)), sp.simplify(r - ratio_from_fraction(f))]

@@ -49,5 +49,5 @@ k = sp.Symbol("k", integer=True)
 target = sp.Symbol("b", positive=True)
 
 #: Idle time and ideal compute time of a whole step, for identities that hold for any schedule.
-idle = sp.Symbol("I", nonnegative=True)
-compute = sp.Symbol("C", positive=True)
+idle = sp.Symbol("T_idle", nonnegative=True)
+compute = sp.Symbol("T_comp", positive=True)
