@@ -1,6 +1,7 @@
 """Memory in bytes and FLOPs per pass: the sympy counts against the papers' printed forms,
 the plain-Python numbers against the sympy counts, and small cases worked by hand."""
 
+import dataclasses
 import itertools
 
 import pytest
@@ -174,14 +175,35 @@ def test_gpt3_has_175b_parameters(vocab):
     assert round(memory.total_parameters(gpt3) / 1e9, 1) == 174.6
 
 
-def test_static_bytes_mixed_precision_adam_and_zero1():
+def test_static_bytes_as_megatron_keeps_them():
+    # Megatron-LM's distributed optimizer docs: 18 bytes a parameter (bf16 weights, fp32
+    # main gradients, fp32 master weights and two Adam moments), 6 + 12/d when the
+    # optimizer state is sharded over d data-parallel ranks
     assert memory.static_bytes(1000, Parallel()) == {
         "parameters": 2000,
-        "gradients": 2000,
+        "gradients": 4000,
         "optimizer": 12000,
     }
-    assert memory.static_bytes(1000, Parallel(dp=4, zero=1))["optimizer"] == 3000
+    assert sum(memory.static_bytes(1000, Parallel(dp=4, zero=1)).values()) == 1000 * (6 + 12 / 4)
     assert memory.static_bytes(1000, Parallel(dp=4))["optimizer"] == 12000  # ZeRO off
+    # ZeRO-2 shards the gradients too, ZeRO-3 (FSDP) the weights as well
+    assert sum(memory.static_bytes(1000, Parallel(dp=4, zero=2)).values()) == 1000 * (2 + 16 / 4)
+    assert sum(memory.static_bytes(1000, Parallel(dp=4, zero=3)).values()) == 1000 * 18 / 4
+    # the mixed-precision Adam of the ZeRO paper (16-bit gradients): 16 bytes
+    zero_paper = Parallel(gradient_bytes=2)
+    assert sum(memory.static_bytes(1000, zero_paper).values()) == 16000
+    # DeepSeek-V3: BF16 moments, fp32 master weights and gradients: 2 + 4 + 4 + 2 x 2
+    deepseek = Parallel(moment_bytes=2)
+    assert sum(memory.static_bytes(1000, deepseek).values()) == 14000
+
+
+def test_expert_weights_shard_over_their_own_data_parallel_copies():
+    # 400 of 1000 parameters are experts' weights; dp = 8 with ep = 4: 2 copies of each
+    par = Parallel(dp=8, ep=4, zero=1)
+    assert memory.static_bytes(1000, par, 400)["optimizer"] == 12 * (600 / 8 + 400 / 2)
+    assert memory.static_bytes(1000, Parallel(dp=8, ep=4))["optimizer"] == 12000
+    with pytest.raises(ValueError, match="expert_parameters <= num_parameters"):
+        memory.static_bytes(10, par, 11)
 
 
 def test_split_layers_favours_the_middle():
@@ -206,10 +228,10 @@ def test_one_f_one_b_first_stage_holds_p_microbatches():
     first, *_, last = memory.peak_memory(timeline, SMALL, Parallel())
     assert first.parameter_count == FIRST_PARAMS
     assert first.activations == 4 * FIRST_BYTES
-    assert first.total == 16 * FIRST_PARAMS + 4 * FIRST_BYTES
+    assert first.total == 18 * FIRST_PARAMS + 4 * FIRST_BYTES
     assert last.parameter_count == LAST_PARAMS
     assert last.activations == LAST_BYTES  # the last stage holds one micro-batch
-    assert last.as_dict()["total"] == 16 * LAST_PARAMS + LAST_BYTES
+    assert last.as_dict()["total"] == 18 * LAST_PARAMS + LAST_BYTES
 
 
 def test_gpipe_first_stage_holds_every_microbatch():
@@ -273,7 +295,40 @@ def test_stage_costs_time_each_chunk_pass_by_its_flops():
         (lambda: ModelShape(2, 10, 4, 16, 4), "heads dividing hidden"),
         (lambda: ModelShape(0, 8, 2, 16, 4), "layers >= 1"),
         (lambda: ModelShape(2, 8, 2, 16, 4, tied_embeddings=1), "True or False"),
-        (lambda: Parallel(zero=2), "zero to be 0 or 1"),
+        (lambda: Parallel(zero=4), "zero to be 0, 1, 2 or 3"),
+        (lambda: Parallel(dp=6, ep=4), "ep = 4 dividing dp = 6"),
+        (lambda: Parallel(gradient_bytes=3), "gradient_bytes in"),
+        (lambda: Parallel(attention="xformers"), "attention in"),
+        (lambda: ModelShape(2, 8, 4, 16, 4, kv_heads=3), "kv_heads dividing heads"),
+        (lambda: ModelShape(2, 8, 2, 16, 4, experts=4, experts_per_token=5), "experts_per_token"),
+        (lambda: ModelShape(2, 8, 2, 16, 4, shared_experts=1), "experts >= 1"),
+        (lambda: ModelShape(2, 8, 2, 16, 4, experts=4, dense_layers=2), "dense_layers <"),
+        (lambda: ModelShape(2, 8, 2, 16, 4, kv_lora_rank=4), "qk_rope_head_dim"),
+        (lambda: ModelShape(2, 8, 2, 16, 4, v_head_dim=4), "only with multi-head latent"),
+        (lambda: ModelShape(10**16, 8, 2, 16, 4), "layers <= 10\\^15"),
+        (lambda: ModelShape(2, 8, 2, 10**400, 4), "vocab <= 10\\^15"),
+        (lambda: ModelShape(2, 8, 2, 16, 4, norm="batchnorm"), "norm in"),
+        (
+            lambda: ModelShape(2, 8, 2, 16, 4, experts=4, capacity_factor=float("nan")),
+            "capacity_factor",
+        ),
+        (
+            lambda: memory.layer_activation_bytes(SMALL, Parallel(cp=2)),
+            "needs attention='flash'",
+        ),
+        (
+            lambda: memory.layer_activation_bytes(SMALL, Parallel(cp=8, dp=1, attention="flash")),
+            "cp = 8 must divide seq_len",
+        ),
+        (
+            lambda: memory.layer_parameters(ModelShape(2, 8, 4, 16, 4, kv_heads=2), tp=4),
+            "tp = 4 must divide kv_heads = 2",
+        ),
+        (lambda: memory.layer_parameters(SMALL, ep=2), "ep = 2 needs an MoE model"),
+        (
+            lambda: memory.layer_parameters(ModelShape(2, 8, 2, 16, 4, experts=6), ep=4),
+            "ep = 4 must divide experts = 6",
+        ),
         (lambda: Parallel(recompute="partial"), "recompute in"),
         (lambda: Parallel(tp=0), "tp >= 1"),
         (lambda: memory.layer_activation_bytes(SMALL, Parallel(tp=4)), "tp = 4 must divide"),
@@ -313,3 +368,124 @@ def test_stage_costs_are_in_seconds_and_say_so():
     costs = flops.stage_costs(schedule, SMALL, Parallel(), 1e12)
     assert costs.time_unit == "s"
     assert simulate(schedule, costs).time_unit == "s"
+
+
+# ----- today's stacks: FlashAttention, ZeRO-2/3, experts, context parallelism ------------
+
+
+def test_flash_attention_drops_the_scores_and_keeps_a_logsumexp():
+    # GPT layer, s = 4, b = 1, h = 8, a = 2: standard keeps 5 a s^2 b = 160 bytes of scores;
+    # FlashAttention keeps instead a 4-byte logsumexp per head and token, 4 a s b = 32
+    standard = memory.layer_activation_bytes(SMALL, Parallel())
+    flash = memory.layer_activation_bytes(SMALL, Parallel(attention="flash"))
+    assert standard - flash == 5 * 2 * 4**2 - 4 * 2 * 4
+    # with selective recomputation neither is kept: the same 34 s b h
+    assert (
+        memory.layer_activation_bytes(SMALL, Parallel(attention="flash", recompute="selective"))
+        == memory.layer_activation_bytes(SMALL, Parallel(recompute="selective"))
+        == 34 * 32
+    )
+
+
+def test_grouped_query_attention_narrows_only_flash_attentions_k_and_v():
+    mha = ModelShape(2, 16, 4, 32, 8, dropout=False)
+    gqa = ModelShape(2, 16, 4, 32, 8, kv_heads=1, dropout=False)
+    flash = Parallel(attention="flash")
+    # K and V of 1 head of 4 instead of 4 heads: 2 x (16 - 4) x s b x e bytes less
+    saved = memory.layer_activation_bytes(mha, flash) - memory.layer_activation_bytes(gqa, flash)
+    assert saved == 2 * 12 * 8 * 2
+    # unfused attention repeats K and V to every head before multiplying: no saving
+    assert memory.layer_activation_bytes(mha, Parallel()) == memory.layer_activation_bytes(
+        gqa, Parallel()
+    )
+
+
+def test_context_parallelism_splits_the_tokens():
+    shape = ModelShape(2, 16, 4, 32, 8, dropout=False)
+    whole = memory.layer_activation_bytes(shape, Parallel(attention="flash"))
+    assert memory.layer_activation_bytes(shape, Parallel(attention="flash", cp=4)) == whole / 4
+    both = Parallel(attention="flash", cp=2, tp=2, sp=True)
+    assert memory.layer_activation_bytes(shape, both) == whole / 4  # everything split by t
+
+
+def test_zero3_holds_a_shard_and_two_gathered_layers():
+    timeline = simulate(build("1f1b", 4, 4))
+    row = memory.peak_memory(timeline, SMALL, Parallel(dp=8, zero=3))[0]
+    # its shard of 18 bytes a parameter over 8 ranks, and two whole layers' bf16 weights
+    # (the running one and the prefetched next), less their own shard
+    gathered = 2 * 2 * LAYER_PARAMS * (1 - 1 / 8)
+    assert row.parameters == pytest.approx(2 * FIRST_PARAMS / 8 + gathered)
+    assert row.gradients == 4 * FIRST_PARAMS / 8
+    assert row.optimizer == 12 * FIRST_PARAMS / 8
+
+
+def test_dualpipe_ranks_keep_two_parts_of_the_model():
+    # DualPipe's table (DeepSeek-V3 report, Table 2): 2x parameters per device
+    untied = ModelShape(8, 8, 2, 16, 4, tied_embeddings=False)
+    one_f_one_b = memory.rank_parameters(build("1f1b", 4, 8), untied)
+    dualpipe = memory.rank_parameters(build("dualpipe", 4, 8), untied)
+    assert sum(dualpipe) == 2 * sum(one_f_one_b) == 2 * memory.total_parameters(untied)
+    assert dualpipe[1] == one_f_one_b[1] + one_f_one_b[2]  # rank 1 holds parts 1 and 2
+
+
+def test_experts_split_over_expert_parallel_ranks_and_shard_over_dp_over_ep():
+    moe = ModelShape(4, 8, 2, 16, 4, experts=4, experts_per_token=2, dense_layers=1)
+    schedule = build("1f1b", 2, 2)
+    whole = memory.rank_parameters(schedule, moe, layers_per_part=[2, 2])
+    experts = memory.rank_expert_parameters(schedule, moe, layers_per_part=[2, 2])
+    split = memory.rank_parameters(schedule, moe, layers_per_part=[2, 2], ep=2)
+    # rank 0: one dense and one MoE layer, rank 1 two MoE layers; ep = 2 halves the experts
+    assert experts[0] * 2 == experts[1]
+    assert [w - s for w, s in zip(whole, split, strict=True)] == [e // 2 for e in experts]
+    par = Parallel(dp=4, ep=2, zero=1)
+    row = memory.peak_memory(simulate(schedule), moe, par, [2, 2])[1]
+    expert = experts[1] // 2  # what rank 1 holds of its layers' experts with ep = 2
+    assert row.optimizer == 12 * ((split[1] - expert) / 4 + expert / 2)
+
+
+def test_moe_layers_keep_their_routed_copies():
+    moe = ModelShape(2, 8, 2, 16, 4, experts=4, experts_per_token=2, dropout=False)
+    dense = memory.layer_activation_terms(moe, Parallel(attention="flash"), moe=False)
+    routed = memory.layer_activation_terms(moe, Parallel(attention="flash"), moe=True)
+    tokens_k = 4 * 2  # s b tokens, 2 copies each
+    assert routed["dispatched_tokens"] == routed["expert_outputs"] == 2 * tokens_k * 8
+    assert routed["expert_hidden"] == 2 * tokens_k * 2 * 32  # GELU experts: 2 f per copy
+    assert "mlp_hidden" in dense and "router" not in dense
+    capped = dataclasses.replace(moe, capacity_factor=1.5)
+    with_capacity = memory.layer_activation_terms(capped, Parallel(attention="flash"))
+    assert with_capacity["dispatched_tokens"] == 1.5 * routed["dispatched_tokens"]
+
+
+def test_deepseek_memory_choices_drop_norm_outputs_and_mla_projections():
+    from ppbook.cost_model.model_cards import model_card
+
+    card = model_card("deepseek-v3")
+    shape = card.shape()
+    plain = memory.layer_activation_terms(shape, Parallel(attention="flash"))
+    chosen = memory.layer_activation_terms(
+        shape, Parallel(attention="flash", **card.memory_choices)
+    )
+    assert {"norm_outputs", "mla_latent_norm_outputs", "qkv"} <= set(plain)
+    assert not {"norm_outputs", "mla_latent_norm_outputs", "qkv"} & set(chosen)
+    tokens = 4096
+    assert plain["qkv"] == 2 * tokens * 128 * (192 + 192 + 128)  # after the up-projections
+    assert chosen["mla_latents"] == 2 * tokens * (1536 + 512 + 64)  # kept: the latents
+
+
+def test_korthikanti_22b_with_selective_recomputation_needs_more_than_80_gb():
+    # Korthikanti et al. 2022, Table 3: the 22B model (48 layers, h 6144, 64 heads,
+    # s 2048, v 51200) on t = 8, p = 1 with micro-batches of 4, on 80 GB A100s. With
+    # selective recomputation but no sequence parallelism it needs 81.8 GB at Megatron's
+    # 18 bytes a parameter; the 16 bytes of the ZeRO paper put it at 76.2 GB, under 80.
+    from ppbook.cost_model.gpu_cards import gpu_card
+
+    capacity = gpu_card("a100").memory_gb * 1e9
+    shape = ModelShape(48, 6144, 64, 51200, 2048)
+    timeline = simulate(build("1f1b", 1, 1))
+    par = Parallel(tp=8, recompute="selective", microbatch_size=4)
+    assert memory.peak_memory(timeline, shape, par)[0].total > capacity
+    sixteen = dataclasses.replace(par, gradient_bytes=2)
+    assert memory.peak_memory(timeline, shape, sixteen)[0].total < capacity
+    # sequence parallelism with selective recomputation fits (the paper's "present work")
+    both = dataclasses.replace(par, sp=True)
+    assert memory.peak_memory(timeline, shape, both)[0].total < capacity

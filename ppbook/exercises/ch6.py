@@ -2,8 +2,8 @@
 
 The right answers come from :mod:`ppbook.cost_model.memory_bytes` (parameters, static bytes,
 activation
-bytes per layer and model part, Korthikanti et al. 2022, arXiv:2205.05198; ZeRO,
-arXiv:1910.02054, sec. 3) and from the simulator: a schedule's peak per rank is
+bytes per layer and model part, Korthikanti et al. 2022, arXiv:2205.05198; static state as
+Megatron-LM keeps it, 18 bytes a parameter) and from the simulator: a schedule's peak per rank is
 :func:`ppbook.cost_model.memory_bytes.peak_memory` on the timeline that
 :func:`ppbook.simulate.simulate`
 makes with :func:`ppbook.cost_model.flops.stage_costs`, so every choice and construction is checked
@@ -159,10 +159,12 @@ _FIT_M = 32
     "Choose the smallest p for which 1F1B (m = 32) fits the 13B model with selective "
     "recomputation on 80 GB devices, every rank's static state and activations included.",
     kind="choose",
-    solution="Static state is 16 bytes a parameter: 12.86e9 * 16 = 205.7 GB, which p "
-    "ranks share. Rank 0 holds p micro-batches of L/p layers, L layers' worth whatever p: "
-    "40 * 0.356 GB = 14.3 GB with selective recomputation. So 205.7/p + 14.3 <= 80 "
-    "needs p >= 3.1: p = 4 (rank 0 at 69.0 GB; p = 3 gives 83.7 GB). "
+    solution="Static state is 18 bytes a parameter as Megatron-LM keeps it (2 of bf16 "
+    "weights, 4 of fp32 gradients, 12 of fp32 master weights and Adam's two moments): "
+    "12.86e9 * 18 = 231.4 GB, which p ranks share. Rank 0 holds p micro-batches of L/p "
+    "layers, L layers' worth whatever p: 40 * 0.356 GB = 14.3 GB with selective "
+    "recomputation. So 231.4/p + 14.3 <= 80 needs p >= 3.5: p = 4 (rank 0 at 75.8 GB; "
+    "p = 3 gives 92.5 GB). "
     "`run('1f1b', MODEL_13B, Parallel(recompute='selective'), p, 32)` checks both.",
     answer_name="answer_3",
 )
@@ -179,7 +181,7 @@ def _smallest_p(answer):
         hint = (
             "the static state alone fits; add the activations rank 0 keeps."
             if static <= 80 * GB
-            else "16 bytes a parameter, shared by p ranks."
+            else "18 bytes a parameter, shared by p ranks."
         )
         return wrong(
             f"at p = {given} rank {top.rank} needs {_gb(top.total)} ({_gb(static)} static, "
@@ -205,9 +207,9 @@ _SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2")
     "the least memory at its peak.",
     kind="choose",
     solution='"1f1b" or "zb-h1", tied: rank 0 holds p = 8 micro-batches of its stage in '
-    "both (ZB-H1 postpones W only on later ranks), 77.4 GB with its 29.4 GB of static "
-    "state. Interleaved 1F1B holds p + (p-1)/v = 11.5 stages' worth (94.2 GB), ZB-H2 "
-    "2p-1 = 15 (119.3 GB), GPipe all m = 16 (125.3 GB).",
+    "both (ZB-H1 postpones W only on later ranks), 81.1 GB with its 33.2 GB of static "
+    "state. Interleaved 1F1B holds p + (p-1)/v = 11.5 stages' worth (97.9 GB), ZB-H2 "
+    "2p-1 = 15 (123.0 GB), GPipe all m = 16 (129.0 GB).",
     answer_name="answer_4",
 )
 def _least_first_rank(answer):
@@ -244,10 +246,10 @@ def _least_first_rank(answer):
     'choose the recomputation ("none", "selective" or "full") that fits every rank with '
     "the shortest simulated step.",
     kind="choose",
-    solution='"selective": without recomputation rank 0 needs 125.3 GB; selective '
+    solution='"selective": without recomputation rank 0 needs 129.0 GB; selective '
     "recomputation drops the attention scores (5as/h = 80 of the 114 sbh per layer) and "
-    "redoes only the attention's 4bs^2h FLOPs in the backward: 58.2 GB, 7.14 s. Full "
-    "recomputation needs 31.4 GB but runs every forward twice: 9.12 s.",
+    "redoes only the attention's 4bs^2h FLOPs in the backward: 61.9 GB, 7.14 s. Full "
+    "recomputation needs 35.1 GB but runs every forward twice: 9.12 s.",
     answer_name="answer_5",
 )
 def _choose_recompute(answer):
@@ -284,12 +286,12 @@ def _choose_recompute(answer):
     "6.6",
     "The 5B model (24 layers, h = 4096, a = 32, V = 51200, s = 2048), 1F1B with p = 4, "
     "m = 8, no recomputation, 40 GB devices: construct a split of the 24 layers over the "
-    "4 stages (a list of 4 counts) that fits every rank. The even split needs 45.8 GB on "
+    "4 stages (a list of 4 counts) that fits every rank. The even split needs 48.7 GB on "
     "rank 0.",
     kind="construct",
     solution="Under 1F1B rank r holds p - r micro-batches, so a layer costs rank 0 four "
     "times the activations it costs rank 3, while the last rank adds the output head and "
-    "the logits. [4, 6, 7, 7] needs 31.7, 36.5, 35.9 and 33.1 GB. The price: the stages "
+    "the logits. [4, 6, 7, 7] needs 33.8, 39.0, 38.8 and 36.3 GB. The price: the stages "
     "no longer take the same time, and the step is set by the slowest.",
     answer_name="answer_6",
 )
