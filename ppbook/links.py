@@ -30,6 +30,13 @@ them from a clone of the repository). :func:`boundary_bytes` is
 the size of the message that crosses one stage boundary of a transformer: b x s x h
 elements (the activation forward, the gradient of the same shape backward).
 
+Two assumptions about real clusters are stated where they are used.
+:func:`collective_gbps` assumes nodes with one NIC per GPU (rails: an HGX H100 or H200 node
+has eight 400 Gb/s NICs), so a collective spanning nodes crosses on the NICs of all its
+members in a node, not on one NIC per node. :func:`pipeline_message_bytes` assumes
+Megatron-LM's scatter/gather for a stage boundary under tensor parallelism: each of the t
+ranks sends 1/t of the boundary on its own NIC, and the receiving node all-gathers it.
+
 Standard library only.
 """
 
@@ -237,3 +244,63 @@ def nominal_links(path: Path | str = LINKS_CSV) -> dict[str, float]:
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     return {row["link"]: float(row["GB_per_s_each_direction"]) for row in rows}
+
+
+RAIL_NICS_PER_NODE = 8
+"""NICs of an HGX/DGX H100 or H200 node: eight single-port ConnectX-7 adapters of
+400 Gb/s, one per GPU (``data/links.csv``, "InfiniBand NDR rails (8-GPU node)")."""
+
+
+def collective_gbps(
+    group_size: int, members_per_node: int, intra_gbps: float, nic_gbps: float
+) -> float:
+    """The per-direction GB/s (bus bandwidth before NCCL's efficiency) a ring collective of
+    ``group_size`` ranks gets, ``members_per_node`` of them in each node.
+
+    Assumes nodes with one NIC per GPU (rails, as HGX H100/H200 nodes have eight NICs of
+    400 Gb/s = 50 GB/s each way): inside one node the ring runs on ``intra_gbps``
+    (NVLink); across nodes NCCL runs one ring channel per member, each leaving the node on
+    that member's own NIC, so the ``k = members_per_node`` members' NICs carry the
+    crossing together: ``min(intra_gbps, k * nic_gbps)``, not one NIC per node."""
+    n = as_count(group_size, "group_size", "collective_gbps")
+    k = as_count(members_per_node, "members_per_node", "collective_gbps")
+    intra = as_quantity(intra_gbps, "intra_gbps", "collective_gbps", inclusive=False)
+    nic = as_quantity(nic_gbps, "nic_gbps", "collective_gbps", inclusive=False)
+    if k > n:
+        raise ValueError(f"collective_gbps needs members_per_node <= group_size = {n}, got {k}")
+    if k == n:
+        return intra
+    return min(intra, k * nic)
+
+
+def pipeline_message_bytes(
+    microbatch_size: int,
+    seq_len: int,
+    hidden: int,
+    dtype_bytes: float,
+    tp: int = 1,
+    *,
+    scatter_gather: bool = True,
+) -> dict[str, float]:
+    """What one pipeline boundary costs each of the ``tp`` tensor-parallel ranks of a stage,
+    per message, in bytes: ``"sent"`` over the link between stages and ``"gathered"``, an
+    all-gather's bytes inside the receiving node.
+
+    Every tensor-parallel rank holds the whole (b, s, h) boundary (without sequence
+    parallelism). With Megatron-LM's scatter/gather (Narayanan et al. 2021, sec. 4.1;
+    ``scatter_gather``, the default) each of the t ranks sends only its 1/t of it, over
+    its own NIC (rails), and the receiving stage all-gathers the pieces over NVLink:
+    ``b s h e / t`` sent and ``(t-1)/t b s h e`` gathered per rank. Without it, each rank
+    sends the whole boundary to its peer: ``b s h e``, nothing gathered. (With sequence
+    parallelism each rank already holds 1/t: it sends that, and the next stage needs no
+    gather; pass ``scatter_gather=True`` and ignore ``"gathered"``.)"""
+    whole = boundary_bytes(microbatch_size, seq_len, hidden, dtype_bytes)
+    t = as_count(tp, "tp", "pipeline_message_bytes")
+    if not isinstance(scatter_gather, bool):
+        raise ValueError(
+            "pipeline_message_bytes needs scatter_gather True or False, got "
+            f"{shown(scatter_gather)}"
+        )
+    if not scatter_gather or t == 1:
+        return {"sent": whole, "gathered": 0.0}
+    return {"sent": whole / t, "gathered": (t - 1) / t * whole}

@@ -83,15 +83,29 @@ def test_7_4_v_1_is_1f1b_whose_messages_never_queue():
     assert chunk_makespans()[1] == pytest.approx(69 + 40 * 0.1)
 
 
-def test_7_5_placement_of_zb_v_on_two_nodes():
-    assert check("7.5", list(range(16)))
-    assert check("7.5", list(range(8, 16)) + list(range(8)))  # the two nodes swapped
-    assert check("7.5", [15 - r for r in range(16)])  # the chain reversed: still one cut
-    spread = check("7.5", [(r % 2) * 8 + r // 2 for r in range(16)])
-    assert not spread and "60 messages" in spread.message and "neighbours" in spread.hint
-    assert "its own device" in check("7.5", [0] * 16).message
-    assert "its own device" in check("7.5", list(range(1, 17))).message
+def test_7_5_placement_of_zb_v_on_three_nodes_with_a_busy_one():
+    # Devices 0-4 are busy; nodes 1 and 2 (devices 8-23) are wholly free. ZB-V's chain of
+    # ranks cut once (two nodes) sends 4 messages per micro-batch: right whichever way.
+    assert check("7.5", list(range(8, 24)))
+    assert check("7.5", list(range(16, 24)) + list(range(8, 16)))  # the two nodes swapped
+    assert check("7.5", [23 - r for r in range(16)])  # the chain reversed: still one cut
+    assert check("7.5", list(range(9, 16)) + [8] + list(range(16, 24)))  # any order inside
+    # The default placement is not free; the free devices in order use three nodes.
+    default = check("7.5", list(range(16)))
+    assert not default and "not free" in default.message
+    in_order = check("7.5", list(range(5, 21)))
+    assert not in_order and "8 messages" in in_order.message and "two nodes" in in_order.hint
+    # Two free nodes, but the chain cut three times.
+    cut = check(
+        "7.5", list(range(8, 12)) + list(range(16, 20)) + list(range(12, 16)) + [20, 21, 22, 23]
+    )
+    assert not cut and "neighbours" in cut.hint
+    spread = check("7.5", [8 + (r % 2) * 8 + r // 2 for r in range(16)])
+    assert not spread and "60 messages" in spread.message
+    assert "its own device" in check("7.5", [8] * 16).message
+    assert "not free" in check("7.5", list(range(9, 25))).message
     assert "list of 16 devices" in check("7.5", 16).message
+    assert "whole number" in check("7.5", [8.5] * 16).message
 
 
 def test_messages_across_nodes_by_hand():
@@ -116,8 +130,8 @@ def test_7_6_pipeline_or_tensor_across_nodes():
 
 
 def test_bytes_of_a_boundary_and_of_tensor_parallelism_by_hand():
-    shape = ModelShape(layers=40, hidden=5120, heads=80, vocab=50257, seq_len=4096)
-    bsh = 4096 * 5120 * 2  # bytes, b = 1
+    shape = ModelShape(layers=64, hidden=4096, heads=32, vocab=50257, seq_len=4096)
+    bsh = 4096 * 4096 * 2  # bytes, b = 1
     assert pipeline_bytes_per_boundary(shape, 1) == 2 * bsh
     assert allreduce_bytes_per_device(100, 4) == 150  # 2 (t-1)/t n
     assert tensor_bytes_per_layer(shape, 1, 16) == pytest.approx(8 * bsh * 15 / 16)
@@ -125,22 +139,25 @@ def test_bytes_of_a_boundary_and_of_tensor_parallelism_by_hand():
 
 
 def test_split_timelines_in_seconds_by_hand():
-    # One micro-batch, tensor over 16: 40 layers of F = (24 s h^2 + 4 s^2 h) / 16 FLOPs at
-    # 400e12 FLOP/s, plus two all-reduces of 2 (15/16) s h 2 bytes at 450e9 B/s each;
-    # B = (48 s h^2 + 8 s^2 h) / 16 FLOPs plus the same two all-reduces.
-    s, h = 4096, 5120
+    # One micro-batch, tensor over 16: 64 layers of F = (24 s h^2 + 4 s^2 h) / 16 FLOPs at
+    # 400e12 FLOP/s, plus two all-reduces of 2 (15/16) s h 2 bytes; the ring crosses on
+    # rails, min(450, 8 x 450) = 450e9 B/s; B = (48 s h^2 + 8 s^2 h) / 16 FLOPs plus the
+    # same two all-reduces.
+    s, h = 4096, 4096
     reduce = 2 * (2 * 15 / 16 * s * h * 2) / 450e9
-    f = 40 * ((24 * s * h * h + 4 * s * s * h) / 16 / 400e12 + reduce)
-    b = 40 * ((48 * s * h * h + 8 * s * s * h) / 16 / 400e12 + reduce)
+    f = 64 * ((24 * s * h * h + 4 * s * s * h) / 16 / 400e12 + reduce)
+    b = 64 * ((48 * s * h * h + 8 * s * s * h) / 16 / 400e12 + reduce)
     got = split_timelines(SPLIT_MODEL, 1, **SPLIT)
     assert got["tensor"].makespan == pytest.approx(f + b)
     assert got["tensor"].time_unit == got["pipeline"].time_unit == "s"
-    # Pipeline, p = 2, m = 1: each stage 20 layers over 8 devices, all-reduces over 8 on
-    # NVLink; one boundary message each way at 450e9 B/s.
+    # Pipeline, p = 2, m = 1: each stage 32 layers over 8 devices, all-reduces over 8 on
+    # NVLink; each way the boundary goes as 8 pieces of 1/8 at 450e9 B/s, one a card, then
+    # the receiving node all-gathers 7/8 of it at 450e9 B/s.
     reduce8 = 2 * (2 * 7 / 8 * s * h * 2) / 450e9
-    f2 = 20 * ((24 * s * h * h + 4 * s * s * h) / 8 / 400e12 + reduce8)
-    b2 = 20 * ((48 * s * h * h + 8 * s * s * h) / 8 / 400e12 + reduce8)
-    assert got["pipeline"].makespan == pytest.approx(2 * (f2 + b2) + 2 * s * h * 2 / 450e9)
+    f2 = 32 * ((24 * s * h * h + 4 * s * s * h) / 8 / 400e12 + reduce8)
+    b2 = 32 * ((48 * s * h * h + 8 * s * s * h) / 8 / 400e12 + reduce8)
+    hop = s * h * 2 / 8 / 450e9 + 7 / 8 * s * h * 2 / 450e9
+    assert got["pipeline"].makespan == pytest.approx(2 * (f2 + b2) + 2 * hop)
 
 
 def test_split_timelines_refuses_bad_input():
@@ -148,5 +165,7 @@ def test_split_timelines_refuses_bad_input():
         split_timelines(ModelShape(3, 64, 16, 100, 32), 1, **SPLIT)
     with pytest.raises(ValueError, match="tp = 16 must divide heads = 40"):
         split_timelines(ModelShape(40, 5120, 40, 50257, 4096), 1, **SPLIT)
+    with pytest.raises(ValueError, match="rails True or False"):
+        split_timelines(SPLIT_MODEL, 1, **SPLIT, rails="yes")
     with pytest.raises(ValueError, match="flops_per_second"):
         split_timelines(SPLIT_MODEL, 1, **{**SPLIT, "flops_per_second": 0})

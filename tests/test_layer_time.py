@@ -173,8 +173,10 @@ def test_ppbook_layer_json(capsys):
     row = next(r for r in H200_ROWS if r["hidden"] == 4096)
     assert out["gpu_type"] == "h200" and out["B"] == pytest.approx(out["I"] + out["W"])
     assert out["F"] * 1e3 == pytest.approx(row["F_ms"], rel=0.10)
-    counted = layer_flops(ModelShape(1, 4096, 32, 1, 4096), Parallel())
+    counted = layer_flops(ModelShape(1, 4096, 32, 1, 4096), Parallel(attention="flash"))
     assert out["flops"] == {k: counted[k] for k in ("F", "I", "W", "B")}
+    # Flash attention's backward recomputes the scores: 2.5 times attention's 4 b s^2 h.
+    assert out["flops"]["I"] == out["flops"]["W"] + 2.5 * 4 * 4096**2 * 4096
     assert main([*argv, "--microbatch-size", "1"]) == 0
     assert "TFLOP/s" in capsys.readouterr().out
 
@@ -204,3 +206,127 @@ def test_size_bad_gpu_type_and_attention_are_one_line(capsys):
         Hardware(8, gpu_type="v100")
     with pytest.raises(ValueError, match="attention must be one of flash, standard"):
         size(ModelShape(4, 256, 8, 100, 32), 8, Hardware(8), attention="sparse")
+
+
+LLAMA_405B = ModelShape(
+    126,
+    16384,
+    128,
+    128256,
+    8192,
+    kv_heads=8,
+    ffn_hidden=53248,
+    gated_mlp=True,
+    norm="rmsnorm",
+    linear_bias=False,
+    tied_embeddings=False,
+    position_embeddings=False,
+)
+"""Llama 3 405B's shape (Llama Team 2024, arXiv:2407.21783, Table 3; the vocabulary of its
+config.json, 128,256), typed here again."""
+
+
+def test_llama3_405b_layers_run_faster_than_its_published_whole_step_rate():
+    # Meta reports 400 TFLOP/s a GPU (41 % of an H100's 989) over whole steps at TP 8,
+    # 8K tokens (arXiv:2407.21783, Table 4): bubbles and communication included. One
+    # layer's passes alone must run faster than that, and below the GEMMs' ceiling.
+    h100 = Device.of(989.0, 3350.0)
+    par = Parallel(tp=8, sp=True, attention="flash")
+    times = layer_times(LLAMA_405B, par, h100)
+    flops = layer_flops(LLAMA_405B, par)
+    rate = (flops["F"] + flops["B"]) / (times["F"] + times["B"]) / 989e12
+    assert 0.41 < rate < 0.77
+
+
+def test_gqa_and_swiglu_change_the_matrices_timed():
+    mha = ModelShape(1, 4096, 32, 1, 4096)
+    gqa = ModelShape(1, 4096, 32, 1, 4096, kv_heads=8)
+    par = Parallel(tp=2)
+    # K and V of 8 heads instead of 32: the QKV GEMM is h x (32 + 16) d / t, not h x 3h / t.
+    qkv = gemm_seconds(4096, (32 + 16) * 128 // 2, 4096, H200)
+    full = gemm_seconds(4096, 3 * 4096 // 2, 4096, H200)
+    gap = layer_parts(mha, par, H200).F["gemm"] - layer_parts(gqa, par, H200).F["gemm"]
+    assert gap == pytest.approx(full - qkv, rel=1e-12)
+    # SwiGLU of width f: gate and up fused (h x 2f/t), then down (f/t x h).
+    glu = ModelShape(1, 4096, 32, 1, 4096, ffn_hidden=11008, gated_mlp=True, linear_bias=False)
+    mlp = gemm_seconds(4096, 2 * 11008 // 2, 4096, H200) + gemm_seconds(
+        4096, 4096, 11008 // 2, H200
+    )
+    attn = gemm_seconds(4096, 3 * 4096 // 2, 4096, H200) + gemm_seconds(4096, 4096, 2048, H200)
+    assert layer_parts(glu, par, H200).F["gemm"] == pytest.approx(mlp + attn, rel=1e-12)
+
+
+def test_experts_run_as_grouped_gemms_of_their_rows():
+    # 8 experts, top-2, 4096 tokens: 1024 rows an expert. Expert parallelism 4 puts two
+    # experts on a rank with 4 x 1024 rows each (its group's tokens): same FLOPs, bigger
+    # GEMMs, so no slower per row; the router's h x E multiply stays whole.
+    shape = ModelShape(
+        2,
+        4096,
+        32,
+        1,
+        4096,
+        ffn_hidden=14336,
+        gated_mlp=True,
+        linear_bias=False,
+        experts=8,
+        experts_per_token=2,
+    )
+    one = layer_parts(shape, Parallel(), H200)
+    experts = 8 * (
+        gemm_seconds(1024, 2 * 14336, 4096, H200) + gemm_seconds(1024, 4096, 14336, H200)
+    )
+    attention = gemm_seconds(4096, 3 * 4096, 4096, H200) + gemm_seconds(4096, 4096, 4096, H200)
+    router = gemm_seconds(4096, 8, 4096, H200)
+    assert one.F["gemm"] == pytest.approx(experts + attention + router, rel=1e-12)
+    spread = layer_parts(shape, Parallel(dp=4, ep=4), H200)
+    assert spread.F["gemm"] <= one.F["gemm"]
+    # A dense first layer of the same model runs one 14336-wide MLP: half the experts' work.
+    dense = layer_times(shape, Parallel(), H200, moe=False)
+    assert dense["F"] < layer_times(shape, Parallel(), H200)["F"]
+
+
+def test_flash_attention_recompute_is_in_the_backward_not_the_forward():
+    # Flash attention's backward reruns QK^T: 2.5 times the forward's FLOPs, all in I.
+    shape = ModelShape(1, 4096, 32, 1, 8192, kv_heads=8)
+    parts = layer_parts(shape, Parallel(), H200, "flash")
+    causal = 0.5 * 4 * 8192 * 8192 * 4096
+    assert parts.F["attention"] == pytest.approx(causal / (989e12 * 0.45), rel=1e-9)
+    assert parts.I["attention"] == pytest.approx(2.5 * causal / (989e12 * 0.2568), rel=1e-9)
+    assert parts.W["attention"] == 0.0
+
+
+def test_ppbook_layer_of_a_model_card(capsys):
+    # Llama 3 8B's layer: 2 FLOPs a weight a token over Meta's 8.03B less its two
+    # 128256 x 4096 tables (input and output, untied), over 32 layers; attention on top.
+    argv = ["layer", "--model", "llama3-8b", "--microbatch-size", "1", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "llama3-8b" and out["seq_len"] == 8192 and not out["moe_layer"]
+    per_layer = (8.03e9 - 2 * 128256 * 4096) / 32
+    attention = 4 * 8192**2 * 4096
+    assert out["flops"]["F"] == pytest.approx(2 * per_layer * 8192 + attention, rel=0.005)
+    assert out["F"] < out["I"] and out["B"] == pytest.approx(out["I"] + out["W"])
+    # DeepSeek-V3's MoE layer under expert parallelism, and one of its dense first layers.
+    assert main(["layer", "--model", "deepseek-v3", "--microbatch-size", "1", "--ep", "8"]) == 0
+    assert "deepseek-v3, an MoE layer" in capsys.readouterr().out
+    dense = ["layer", "--model", "deepseek-v3", "--microbatch-size", "1", "--dense-layer"]
+    assert main(dense) == 0 and "a dense layer" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("--model llama3-8b --hidden 4096", "--hidden comes from --model's card"),
+        ("--hidden 4096", "give --model, or --heads --seq-len"),
+        ("--model nope", "model must be one of llama3-8b"),
+        ("--model llama3-8b --ep 2", "ep = 2 needs an MoE model"),
+        ("--model llama3-8b --dense-layer", "--dense-layer needs an MoE model"),
+        ("--model mixtral-8x7b --ep 3", "ep = 3 must divide experts = 8"),
+        ("--model llama3-8b --cp 3", "cp = 3 must divide seq_len = 8192"),
+    ],
+)
+def test_ppbook_layer_model_bad_input_is_one_line(capsys, argv, message):
+    assert main(["layer", *argv.split(), "--microbatch-size", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -309,3 +309,15 @@ def test_links_csv_states_both_directions_and_a_source_for_each_link():
         assert both == 2 * each, row["link"]
         assert row["source"].startswith("https://"), row["link"]
         assert row["kind"] in ("intra-node", "inter-node")
+
+
+def test_a_rails_node_has_one_ndr_nic_per_gpu():
+    # The 8-GPU node's rails are eight NDR ports of 400 Gb/s: eight times one port, and the
+    # figure collective_gbps charges a ring with all eight GPUs of a node in it.
+    from ppbook.links import RAIL_NICS_PER_NODE, collective_gbps, nominal_links
+
+    links = nominal_links()
+    rails = links["InfiniBand NDR rails (8-GPU node)"]
+    assert RAIL_NICS_PER_NODE == 8
+    assert rails == RAIL_NICS_PER_NODE * links["InfiniBand NDR"] == 400 * 8 / 8
+    assert collective_gbps(16, 8, 10_000, links["InfiniBand NDR"]) == rails

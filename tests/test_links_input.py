@@ -5,8 +5,10 @@ test_links)."""
 import pytest
 
 from ppbook.cli import main
+from ppbook.cost_model.model_shape import Parallel
+from ppbook.cost_model.step_work import collective_s, dp_collectives, ring_bytes
 from ppbook.costs import Costs
-from ppbook.links import Link, Topology, boundary_bytes
+from ppbook.links import Link, Topology, boundary_bytes, collective_gbps, pipeline_message_bytes
 from ppbook.schedules import gpipe
 from ppbook.simulate import simulate
 
@@ -30,6 +32,15 @@ from ppbook.simulate import simulate
             lambda: simulate(gpipe(3, 1), Costs(topology=Topology(Link(), placement=[0, 1]))),
             "placement gives devices for 2 ranks, but the schedule has 3",
         ),
+        (lambda: collective_gbps(0, 1, 450, 50), "collective_gbps needs group_size >= 1"),
+        (lambda: collective_gbps(4, 8, 450, 50), "members_per_node <= group_size = 4"),
+        (lambda: collective_gbps(16, 8, 450, 0), "nic_gbps to be a finite number > 0"),
+        (lambda: pipeline_message_bytes(1, 8, 8, 2, tp=0), "needs tp >= 1"),
+        (lambda: pipeline_message_bytes(1, 8, 8, 2, 2, scatter_gather=1), "True or False"),
+        (lambda: ring_bytes("broadcast", 8, 2), "collective must be one of all-reduce"),
+        (lambda: ring_bytes("all-reduce", -8, 2), "ring_bytes needs nbytes"),
+        (lambda: collective_s("all-gather", 8, 2, float("inf")), "gb_per_s to be a finite"),
+        (lambda: dp_collectives(10, Parallel(), 0), "num_microbatches >= 1"),
     ],
 )
 def test_bad_input_is_a_one_line_value_error(make, message):

@@ -5,7 +5,8 @@ options into the communication fields of :class:`ppbook.costs.Costs` (``comm``,
 ``comm_bytes``, ``bandwidth``, ``topology``, ``contention``, ``overlap_send``). Without
 ``--devices-per-node`` every pair of ranks is joined by one link of latency ``--comm``
 and bandwidth ``--bandwidth``; with it, that link joins the devices of a node and the
-``--inter-node-*`` link joins nodes (:class:`ppbook.links.Topology`).
+``--inter-node-*`` link joins nodes (:class:`ppbook.links.Topology`), one such link per
+device (rails: each GPU its own NIC, as in HGX H100/H200 nodes).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="N",
-        help="bytes of one message across a stage boundary, b*s*h*bytes per element "
-        "(default 0; needs --bandwidth)",
+        help="bytes of one message across a stage boundary, b*s*h*bytes per element; "
+        "under t-way tensor parallelism with Megatron's scatter/gather each of the t ranks "
+        "sends 1/t of it (ppbook.links.pipeline_message_bytes) (default 0; needs --bandwidth)",
     )
     group.add_argument(
         "--bandwidth",
@@ -61,7 +63,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--inter-node-bandwidth",
         type=float,
         metavar="B",
-        help="bytes per time unit of the link between nodes (default: unlimited)",
+        help="bytes per time unit of the link between nodes, per device: each device has "
+        "its own NIC (rails, as HGX H100/H200 nodes' eight 400 Gb/s NICs), so each rank's "
+        "messages to another node queue on its own link (default: unlimited)",
     )
     group.add_argument(
         "--inter-node-latency",

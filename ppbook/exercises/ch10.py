@@ -8,8 +8,9 @@ messages (``contention=True``) and :func:`ppbook.cost_model.across_nodes.message
 a placement and a schedule; :func:`ppbook.runtime.torch_import.from_pytorch` builds
 PyTorch's order of the class the reader names. torch is imported only inside the checks
 that need it. The hints name the usual slips: ``--nproc-per-node`` taken as the total,
-``--standalone`` or a loopback address for a run on two machines, the node cut placed
-across the two-way hops of an interleaved pipeline, messages counted one way only.
+``--standalone`` or a loopback address for a run on two machines, the free devices taken in
+order, the node cut placed across the two-way hops of an interleaved pipeline, messages
+counted one way only.
 :func:`two_node_costs` is the chapter's cost model, which the notebook uses too. Exercises
 10.1 and 10.5, whose checks ask PyTorch, live in :mod:`ppbook.exercises.ch10_torch`.
 """
@@ -21,7 +22,7 @@ from functools import partial
 from ppbook.checks import shown
 from ppbook.cost_model.across_nodes import messages_across_nodes
 from ppbook.cost_model.flops import layer_flops
-from ppbook.cost_model.memory_bytes import ModelShape, Parallel
+from ppbook.cost_model.model_shape import ModelShape, Parallel
 from ppbook.costs import Costs
 from ppbook.exercises import close, exercise, number, right, wrong
 from ppbook.exercises.ch7 import NODE, Placed, placed
@@ -29,8 +30,12 @@ from ppbook.links import Link, Topology, boundary_bytes
 from ppbook.schedules import interleaved_1f1b, one_f_one_b, zb_v
 from ppbook.simulate import simulate
 
-MODEL = ModelShape(layers=40, hidden=5120, heads=40, vocab=50257, seq_len=4096)
-"""Chapter 7's 13B model (bf16, micro-batch size 1), split into p = 16 stages."""
+MODEL = ModelShape(layers=64, hidden=4096, heads=32, vocab=50257, seq_len=4096)
+"""Chapter 7's 13B model (bf16, micro-batch size 1), split into p = 16 stages of 4 layers
+(and into 32 chunks of 2 layers with interleaving, v = 2)."""
+
+STAGES = 16
+"""Pipeline ranks of chapter 10's two nodes of 8, one GPU each."""
 
 FLOPS_PER_SECOND = 400e12
 """An assumed 400 TFLOP/s per device, as in chapter 7."""
@@ -40,16 +45,20 @@ INTRA_GB_PER_S = 450.0
 
 
 def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
-    """The 13B model's stage costs (ms) on two nodes of 8: NVLink 4 inside a node,
+    """The 13B model's stage costs (ms) on nodes of 8: NVLink 4 inside a node,
     ``inter_gb_per_s`` (GB/s each way) between the nodes, messages queued on their links.
 
-    F, I and W of 40/16 layers at :data:`FLOPS_PER_SECOND`
-    (:func:`ppbook.cost_model.flops.layer_flops`,
-    embedding and head left out); one message is b s h x 2 bytes. ``placement``: each
-    rank's device (default rank r on device r).
+    F, I and W of 64/16 = 4 whole layers at :data:`FLOPS_PER_SECOND`
+    (:func:`ppbook.cost_model.flops.layer_flops`, embedding and head left out); one
+    message is b s h x 2 bytes. Each rank is one GPU with its own network card (rails:
+    each pair of ranks in different nodes has its own link, which the topology gives every
+    direction between two ranks). ``placement``: each rank's device (default rank r on
+    device r; devices 0-7 are node 0, 8-15 node 1, and so on).
     """
+    if MODEL.layers % STAGES:
+        raise ValueError(f"{MODEL.layers} layers do not split into {STAGES} whole stages")
     per_layer = layer_flops(MODEL, Parallel(microbatch_size=1))
-    passes = {k: per_layer[k] * MODEL.layers / 16 / FLOPS_PER_SECOND * 1e3 for k in "FIW"}
+    passes = {k: per_layer[k] * MODEL.layers / STAGES / FLOPS_PER_SECOND * 1e3 for k in "FIW"}
     nodes = Topology(
         Link.from_gb_per_s(INTRA_GB_PER_S, time_unit_s=1e-3, name="NVLink 4"),
         Link.from_gb_per_s(inter_gb_per_s, time_unit_s=1e-3, name="between the nodes"),
@@ -63,22 +72,30 @@ def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
 # ----- choose: the placement --------------------------------------------------------------
 
 
+BUSY_10_2 = tuple(range(8, 13))
+"""Exercise 10.2: another job holds devices 8-12 (five of node 1's eight)."""
+
+
 @exercise(
     "10.2",
-    "Choose a placement (one device 0-15 per rank) of interleaved 1F1B's 16 ranks (v = 2, "
-    "m = 32) on two nodes of 8 that sends as few messages across the nodes as possible.",
+    "Choose a placement (one free device per rank) of interleaved 1F1B's 16 ranks (v = 2, "
+    "m = 32) on three nodes of 8, devices 0-7, 8-15 and 16-23, where another job holds "
+    "devices 8-12, that sends as few messages across the nodes as possible.",
     kind="choose",
     solution="A micro-batch goes through the ranks 0, 1, ..., 15, back to 0, and through "
     "0, ..., 15 again: each hop between ranks r and r+1 twice each way, the wrap from 15 to "
-    "0 once. Any split into two nodes of 8 cuts this ring of ranks twice; the cheapest cut "
-    "uses the wrap: ranks 0-7 on one node and 8-15 on the other, `list(range(16))`, 3 "
-    "crossings each way per micro-batch (192 messages per step). Ranks 4-11 on one node "
-    "cut two hops used twice: 4 each way.",
+    "0 once. Nodes 0 and 2 are wholly free and hold all 16 ranks; the free devices in "
+    "order, 0-7, 13-15 and 16-20, spread the ranks over three nodes and cut the ring three "
+    "times (5 crossings each way per micro-batch). On two nodes any split cuts the ring of "
+    "ranks twice; the cheapest cut uses the wrap: ranks 0-7 on one node and 8-15 on the "
+    "other, `list(range(8)) + list(range(16, 24))`, 3 crossings each way per micro-batch "
+    "(192 messages per step). Ranks 4-11 on one node cut two hops used twice: 4 each way.",
     answer_name="answer_2",
 )
 def _placement(answer):
     m = 32  # the messages are counted each way: over 2m
-    got = placed(answer, interleaved_1f1b(2 * NODE, m, 2), partial(two_node_costs, 12.5), 2 * m)
+    schedule = interleaved_1f1b(STAGES, m, 2)
+    got = placed(answer, schedule, partial(two_node_costs, 12.5), 2 * m, BUSY_10_2)
     if not isinstance(got, Placed):
         return got
     said = (
@@ -87,7 +104,9 @@ def _placement(answer):
     )
     if got.crossing <= got.fewest:
         return right(f"{said}, the fewest crossings.")
-    if got.crossing > 4:
+    if len({d // NODE for d in answer}) > 2:
+        hint = "count the free devices on each node: two nodes can hold all 16 ranks."
+    elif got.crossing > 4:
         hint = "neighbouring ranks exchange every message: keep them on one node."
     else:
         hint = "the hop from rank 15 back to rank 0 is used once per micro-batch, the others twice."
@@ -121,8 +140,8 @@ def schedule_steps(num_microbatches: int, inter_gb_per_s: float) -> dict[str, fl
     "step for the 13B model on two nodes of 8 (m = 16) when the link between the nodes "
     "gives 1 GB/s each way.",
     kind="choose",
-    solution='`schedule_steps(16, 1.0)` simulates the three: "1f1b". A 41.9 MB message takes '
-    "42 ms on 1 GB/s, longer than a stage's forward (18 ms). 1F1B sends 1 message each way "
+    solution='`schedule_steps(16, 1.0)` simulates the three: "1f1b". A 33.6 MB message takes '
+    "34 ms on 1 GB/s, longer than a stage's forward (19 ms). 1F1B sends 1 message each way "
     "per micro-batch across the nodes, ZB-V 2 and interleaved 1F1B (v = 2) 3: on a link "
     "this slow the queue of messages costs more than the bubble they save.",
     answer_name="answer_3",
@@ -140,20 +159,21 @@ def _schedule(answer):
     return wrong(
         f"simulated steps: {said}.",
         "count the messages each schedule sends across the nodes per micro-batch: on this "
-        "link each one takes 42 ms.",
+        "link each one takes 34 ms.",
     )
 
 
 # ----- compute: bytes between the nodes ---------------------------------------------------
 
-CROSSING = {"p": 16, "m": 16, "v": 4, "seq_len": 2048, "hidden": 8192}
-"""Exercise 10.4: interleaved 1F1B on two nodes of 8, b = 1, bf16."""
+CROSSING = {"p": 16, "m": 16, "v": 4, "seq_len": 2048, "hidden": 8192, "layers": 64}
+"""Exercise 10.4: interleaved 1F1B on two nodes of 8, b = 1, bf16, a model of 64 layers
+(one a chunk: p v = 64)."""
 
 
 @exercise(
     "10.4",
     "The bytes that cross between two nodes of 8 in one step of interleaved 1F1B with p = 16, "
-    "v = 4, m = 16 (ranks 0-7 on node 0), for h = 8192, s = 2048, b = 1, bf16.",
+    "v = 4, m = 16 (ranks 0-7 on node 0), for 64 layers, h = 8192, s = 2048, b = 1, bf16.",
     kind="compute",
     solution="One message is b s h x 2 = 33,554,432 bytes. A micro-batch passes the ranks "
     "v = 4 times: it crosses between ranks 7 and 8 in each pass and from rank 15 back to 0 "

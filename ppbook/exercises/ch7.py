@@ -7,8 +7,8 @@ and :class:`ppbook.links.Link` for a message's size and time, the simulator
 :func:`ppbook.cost_model.across_nodes.split_timelines` for pipeline against tensor parallelism
 across nodes. The hints name the usual slips: elements counted instead of bytes, a link's
 both-directions or gigabit figure used as its one-way GB/s, more chunks taken as always
-better, neighbouring ranks split between nodes. Sources: REFERENCES.md (Megatron-LM,
-arXiv:2104.04473, sec. 2.2.2 and 3; LogP).
+better, neighbouring ranks split between nodes, the free devices taken in order. Sources:
+REFERENCES.md (Megatron-LM, arXiv:2104.04473, sec. 2.2.2 and 3; LogP).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ MAX_CHUNKS = 8
 """The largest v exercise 7.4 simulates (p = 8, m = 16)."""
 
 NODE = 8
-"""Devices per node in exercise 7.5 (two nodes, devices 0-7 and 8-15)."""
+"""Devices per node in exercises 7.5 and 10.2."""
 
-SPLIT_MODEL = ModelShape(layers=40, hidden=5120, heads=80, vocab=50257, seq_len=4096)
-"""Exercise 7.6's 13B model (80 heads of 64, so that 16 tensor-parallel devices split them)."""
+SPLIT_MODEL = ModelShape(layers=64, hidden=4096, heads=32, vocab=50257, seq_len=4096)
+"""Exercise 7.6's 13B model, chapter 7's (32 heads: 16 tensor-parallel devices take 2 each)."""
 
 SPLIT = {"flops_per_second": 400e12, "intra_gb_per_s": 450.0, "inter_gb_per_s": 450.0}
 """Exercise 7.6's hardware: 400 TFLOP/s per device, 450 GB/s each way inside and across."""
@@ -190,8 +190,39 @@ def _choose_chunks(answer):
     )
 
 
-def _two_nodes(placement) -> Costs:
-    """Two nodes of :data:`NODE`: a message takes 0.1 inside a node, 1 across (F = I = W = 1)."""
+NODES = 3
+"""Nodes of exercises 7.5 and 10.2: devices 0-7, 8-15 and 16-23."""
+
+RANKS = 16
+"""Ranks to place in exercises 7.5 and 10.2."""
+
+
+def free_devices(busy) -> list[int]:
+    """The devices of :data:`NODES` nodes of :data:`NODE` that another job does not hold."""
+    return [d for d in range(NODES * NODE) if d not in set(busy)]
+
+
+def packed_placement(free: list[int], ranks: int = RANKS) -> list[int]:
+    """A placement that cuts a chain of ``ranks`` ranks (rank r talks to r+1) the fewest
+    times: the fewest nodes whose free devices hold them all (the emptiest nodes first),
+    filled in rank order, so the chain crosses between nodes once per node added.
+    Exercises 7.5 and 10.2 count the crossings of this placement as the fewest."""
+    by_node: dict[int, list[int]] = {}
+    for d in free:
+        by_node.setdefault(d // NODE, []).append(d)
+    chosen, room = [], 0
+    for node in sorted(by_node, key=lambda n: (-len(by_node[n]), n)):
+        if room >= ranks:
+            break
+        chosen.append(node)
+        room += len(by_node[node])
+    if room < ranks:
+        raise ValueError(f"{len(free)} free devices cannot hold {ranks} ranks")
+    return [d for node in sorted(chosen) for d in by_node[node]][:ranks]
+
+
+def _nodes(placement) -> Costs:
+    """Nodes of :data:`NODE`: a message takes 0.1 inside a node, 1 across (F = I = W = 1)."""
     nodes = Topology(
         Link(bandwidth=10.0, name="inside a node"),
         Link(bandwidth=1.0, name="across nodes"),
@@ -201,25 +232,36 @@ def _two_nodes(placement) -> Costs:
     return Costs(F=1, I=1, W=1, comm_bytes=1, topology=nodes)
 
 
-def two_node_devices(answer):
-    """The answer as a list of 16 distinct devices 0-15 (rank r on ``devices[r]``), or the
-    verdict that says what is wrong with it (chapters 7 and 10 place 16 ranks on 2 nodes)."""
+def free_device_list(answer, busy):
+    """The answer as a list of :data:`RANKS` distinct devices that ``busy`` leaves free
+    (rank r on ``devices[r]``), or the verdict that says what is wrong with it (chapters 7
+    and 10 place 16 ranks on three nodes of 8)."""
+    free = free_devices(busy)
     if isinstance(answer, str | bytes) or not hasattr(answer, "__iter__"):
-        return wrong(f"this exercise wants a list of 16 devices, got {shown(answer)}.")
+        return wrong(f"this exercise wants a list of {RANKS} devices, got {shown(answer)}.")
     devices = list(answer)
-    if len(devices) != 2 * NODE or sorted(devices) != list(range(2 * NODE)):
+    if len(devices) != RANKS or not all(isinstance(d, int) for d in devices):
         return wrong(
-            f"give each of the 16 ranks its own device 0-15, got {shown(devices)}.",
-            "devices 0-7 are node 0, 8-15 node 1.",
+            f"give each of the {RANKS} ranks a device (a whole number), got {shown(devices)}.",
+            "one device per rank, rank r on devices[r].",
+        )
+    if len(set(devices)) != RANKS:
+        return wrong(f"give each rank its own device, got {shown(devices)}.")
+    taken = [d for d in devices if d not in free]
+    if taken:
+        return wrong(
+            f"device {taken[0]} is not free (another job holds devices {min(busy)}-"
+            f"{max(busy)}, and the three nodes have devices 0-{NODES * NODE - 1}).",
+            f"the free devices are {shown(free)}.",
         )
     return devices
 
 
 @dataclass(frozen=True)
 class Placed:
-    """A placement of 16 ranks on two nodes, simulated: messages across the nodes per
-    micro-batch for it (``crossing``) and for the default, rank r on device r (``fewest``),
-    and its step time (``step``)."""
+    """A placement of 16 ranks on three nodes, simulated: messages across the nodes per
+    micro-batch for it (``crossing``) and for :func:`packed_placement` (``fewest``), and its
+    step time (``step``)."""
 
     crossing: float
     fewest: float
@@ -228,38 +270,47 @@ class Placed:
     best: Costs
 
     def shortest(self) -> float:
-        """The default placement's step time (simulated)."""
+        """The packed placement's step time (simulated)."""
         return simulate(self.schedule, self.best).makespan
 
 
-def placed(answer, schedule: Schedule, costs: Callable[..., Costs], per_microbatch: int):
-    """The :class:`Placed` of the placement ``answer`` (read by :func:`two_node_devices`),
+def placed(answer, schedule: Schedule, costs: Callable[..., Costs], per_microbatch: int, busy):
+    """The :class:`Placed` of the placement ``answer`` (read by :func:`free_device_list`),
     or the verdict that says what is wrong with it (chapters 7 and 10). ``costs(placement)``
-    gives the costs with the placement's topology (None: the default, which sends the
-    fewest messages across); the messages are counted over ``per_microbatch``."""
-    devices = two_node_devices(answer)
+    gives the costs with the placement's topology; the messages are counted over
+    ``per_microbatch``, and the fewest are those of :func:`packed_placement` of the free
+    devices, counted the same way."""
+    devices = free_device_list(answer, busy)
     if not isinstance(devices, list):
         return devices
-    given, best = costs(devices), costs(None)
+    given, best = costs(devices), costs(packed_placement(free_devices(busy)))
     crossing = messages_across_nodes(schedule, given.topology) / per_microbatch
     fewest = messages_across_nodes(schedule, best.topology) / per_microbatch
     return Placed(crossing, fewest, simulate(schedule, given).makespan, schedule, best)
 
 
+BUSY_7_5 = tuple(range(5))
+"""Exercise 7.5: another job holds devices 0-4 (five of node 0's eight)."""
+
+
 @exercise(
     "7.5",
-    "Construct a placement (one device 0-15 per rank) of ZB-V's 16 ranks on two nodes of 8 "
-    "that sends as few messages across the nodes as possible.",
+    "Construct a placement of ZB-V's 16 ranks (one free device per rank) on three nodes of "
+    "8, devices 0-7, 8-15 and 16-23, where another job holds devices 0-4, that sends as "
+    "few messages across the nodes as possible.",
     kind="construct",
     solution="ZB-V's rank r holds stages r and 31 - r, so a micro-batch goes down the ranks "
-    "0, 1, ..., 15 and back up 15, ..., 0: every message is between ranks r and r+1. A "
-    "split of that chain into two groups cuts it at least once, and the split into ranks "
-    "0-7 and 8-15 cuts it once, at 7|8: `list(range(16))`, 4 messages across per micro-batch "
-    "(two forward, two backward).",
+    "0, 1, ..., 15 and back up 15, ..., 0: every message is between ranks r and r+1, and "
+    "each pair of neighbours on different nodes costs 4 messages per micro-batch (down and "
+    "up, forward and backward). Each node the chain uses beyond the first cuts it at least "
+    "once. The free devices in order, 5-20, spread the chain over three nodes: 2 cuts, 8 "
+    "messages. Nodes 1 and 2 are wholly free and hold all 16 ranks: ranks 0-7 on one and "
+    "8-15 on the other, `list(range(8, 24))`, one cut, 4 messages per micro-batch.",
     answer_name="answer_5",
 )
 def _placement(answer):
-    got = placed(answer, zb_v(2 * NODE, 2 * NODE), _two_nodes, 2 * NODE)  # fewest: 0..15 cut once
+    schedule = zb_v(RANKS, RANKS)
+    got = placed(answer, schedule, _nodes, RANKS, BUSY_7_5)
     if not isinstance(got, Placed):
         return got
     said = (
@@ -267,9 +318,14 @@ def _placement(answer):
     )
     if got.crossing <= got.fewest:
         return right(f"{said} time units (simulated), the fewest crossings.")
+    nodes = len({d // NODE for d in answer})
+    if nodes > 2:
+        hint = "count the free devices on each node: two nodes can hold all 16 ranks."
+    else:
+        hint = "ZB-V's messages go between ranks r and r+1: keep neighbours on one node."
     return wrong(
         f"{said} time units (simulated; {got.fewest:g} crossings give {got.shortest():.4g}).",
-        "ZB-V's messages go between ranks r and r+1: put neighbours on one node.",
+        hint,
     )
 
 
@@ -280,8 +336,9 @@ def _placement(answer):
     kind="choose",
     solution="`split_timelines(SPLIT_MODEL, 2, **SPLIT)` simulates both: with only 2 "
     "micro-batches the pipeline of p = 2 idles a third of its step, while on a link as "
-    'fast as NVLink the all-reduces across the nodes cost little. "tensor" takes 165 ms, '
-    '"pipeline" 204 ms. (On InfiniBand NDR, 50 GB/s, "pipeline" wins by a factor of 3.)',
+    'fast as NVLink the all-reduces across the nodes cost little. "tensor" takes 187 ms, '
+    '"pipeline" 223 ms. (On InfiniBand NDR rails, a 50 GB/s card per GPU, "pipeline" wins '
+    "from m = 4 micro-batches on, by 1.24 at m = 16.)",
     answer_name="answer_6",
 )
 def _across_nodes(answer):
@@ -298,4 +355,4 @@ def _across_nodes(answer):
             f"{said}: two micro-batches leave the pipeline's bubble large.",
             "with a fast link across the nodes the all-reduces cost little.",
         )
-    return wrong(f"{said}.", "the all-reduces cross the slow link 160 times per micro-batch.")
+    return wrong(f"{said}.", "the all-reduces cross between the nodes 256 times per micro-batch.")
