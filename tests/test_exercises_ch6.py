@@ -55,6 +55,13 @@ def test_6_2_rank_zero_under_1f1b():
     assert "all 40 layers" in whole.message and "5 layers" in whole.hint
     assert "GiB" in check("6.2", peak / 2**30).message
     assert "micro-batches in flight" in check("6.2", 10).hint
+    # the review's wrong answer: the stage's layers without the embedding's dropout masks,
+    # 8 * 5 * LAYER_BYTES = 47.82 GB, 0.2 % below the truth
+    for no_masks in (8 * 5 * LAYER_BYTES / GB, 47.8, 47.82):
+        forgot = check("6.2", no_masks)
+        assert not forgot and "layers of rank 0's stage only" in forgot.message, no_masks
+        assert "dropout" in forgot.hint
+    assert check("6.2", 47.90) and check("6.2", 47.899)
 
 
 def test_6_3_smallest_pipeline():
