@@ -31,7 +31,7 @@ from pathlib import Path
 from ppbook import limits
 from ppbook.checks import clipped
 from ppbook.pipeline_schedule import Schedule
-from ppbook.simulate import unit_cost_steps
+from ppbook.validate import unit_steps
 
 COMMUNICATION = ("SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRAD")
 """PyTorch's non-compute action kinds, which :func:`read_csv` drops."""
@@ -42,24 +42,21 @@ _COMMUNICATION_RE = re.compile(r"^\d+(" + "|".join(COMMUNICATION) + r")\d*$")
 def read_csv(path: str | Path, **kwargs) -> Schedule:
     """Read a schedule in PyTorch's CSV form (either form) from the file at ``path``.
 
-    The file must be UTF-8 (a byte-order mark is accepted). Errors are one-line
+    The file must be a regular file (a FIFO, a device or a folder is refused without
+    reading it) of UTF-8 text (a byte-order mark is accepted), within
+    :data:`ppbook.limits.CSV_BYTES_PER_ACTION` bytes per allowed action. Errors are one-line
     ValueErrors that name the file. Keyword arguments go to
     :meth:`~ppbook.pipeline_schedule.Schedule.from_strings` (``name`` defaults to the file's stem).
     """
     path = Path(path)
     cut = clipped(str(path), 200)
     most = limits.current().actions * limits.CSV_BYTES_PER_ACTION
-    try:
-        size = path.stat().st_size
-        if size > most:
-            raise ValueError(
-                f"{cut}: {size:,} bytes is beyond the limit of {most:,} "
-                f"({limits.CSV_BYTES_PER_ACTION} bytes per allowed action); raise "
-                "PPBOOK_MAX_ACTIONS or use ppbook.limits.use(actions=...) if memory allows"
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"cannot read {cut}: {exc.strerror or exc}") from None
+    data = limits.read_regular_file(
+        str(path),
+        "path",
+        most,
+        "; raise PPBOOK_MAX_ACTIONS or use ppbook.limits.use(actions=...) if memory allows",
+    )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -120,7 +117,7 @@ def write_csv(schedule: Schedule, path: str | Path | None = None, aligned: bool 
     """
     if aligned:
         rows: list[list[str]] = []
-        for rank, starts in enumerate(unit_cost_steps(schedule)):
+        for rank, starts in enumerate(unit_steps(schedule)):
             cells = [""] * (max(starts) + 1 if starts else 0)
             for action, step in zip(schedule.actions[rank], starts, strict=True):
                 cells[step] = str(action)

@@ -248,3 +248,55 @@ def validate(schedule: Schedule) -> ScheduleIndex:
         head = f"invalid schedule {str(schedule.name)[:60]!r}:"
         raise ScheduleError(limits.listed(head, problems, most=MAX_LISTED))
     return index
+
+
+def unit_steps(schedule: Schedule) -> list[list[int]]:
+    """Each rank's start step when every step takes one unit of time and transfers are
+    free: the columns of PyTorch's aligned CSV form (:func:`ppbook.pytorch_csv.write_csv`).
+
+    A step starts when its rank's previous step has ended and every part it waits for
+    (:mod:`ppbook.dependencies`' rule, through the :class:`ScheduleIndex`) has ended; an
+    overlapped pair is one step. The same starts as the simulator at unit costs
+    (:func:`ppbook.simulate.unit_cost_steps`, which the tests compare), without importing
+    it. Raises :class:`ScheduleError` when the schedule is invalid or cannot finish.
+    """
+    index = validate(schedule)
+    m = schedule.num_microbatches
+    start: list[int | None] = [None] * len(index.steps)
+    waits: list[list[int]] = []  # for each step id, the step ids it waits for
+    for step in index.steps:
+        own = set()
+        for stage, kind, mb in step.parts:
+            own.add(index.where[(stage * m + mb) * 4 + _KIND_INDEX[kind]])
+        deps = {
+            index.where[key]
+            for stage, kind, mb in step.parts
+            for key in index.dependencies(stage, kind, mb)
+        }
+        waits.append(sorted(deps - own))
+    ends = [first + len(row) for first, row in zip(index.first, schedule.actions, strict=True)]
+    at = list(index.first)  # each rank's next step id
+    while True:
+        moved = False
+        for rank, sid in enumerate(at):
+            while sid < ends[rank]:
+                if any(start[d] is None for d in waits[sid]):
+                    break
+                after = start[sid - 1] + 1 if sid > index.first[rank] else 0
+                start[sid] = max([after, *(start[d] + 1 for d in waits[sid])])
+                sid += 1
+                moved = True
+            at[rank] = sid
+        if not moved:
+            break
+    stuck = [r for r, sid in enumerate(at) if sid < ends[r]]
+    if stuck:
+        named = ", ".join(f"rank {r} at {index.steps[at[r]]}" for r in stuck[:MAX_LISTED])
+        raise ScheduleError(
+            f"schedule {str(schedule.name)[:60]!r} cannot finish: every rank left waits "
+            f"for a step that waits on it ({named})"
+        )
+    return [
+        [start[sid] for sid in range(first, end)]
+        for first, end in zip(index.first, ends, strict=True)
+    ]

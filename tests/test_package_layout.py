@@ -145,7 +145,7 @@ def test_modules_import_each_other_in_no_cycle():
 @pytest.mark.parametrize(
     ("low", "high"),
     [
-        # ("ppbook.pytorch_csv", "ppbook.simulate"): next commit
+        ("ppbook.pytorch_csv", "ppbook.simulate"),
         ("ppbook.runtime", "ppbook.views"),
         ("ppbook.runtime", "ppbook.widgets"),
         ("ppbook.pipeline_schedule", "ppbook.simulate"),

@@ -5,7 +5,7 @@ import types
 import pytest
 
 from ppbook.pytorch_csv import read_csv, read_csv_text, write_csv
-from ppbook.schedule import Action
+from ppbook.schedule import Action, Schedule
 from ppbook.schedules import SCHEDULES, build, interleaved_1f1b, one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.validate import ScheduleError, validate
@@ -170,3 +170,32 @@ def test_written_csv_aligns_interleaved_steps_on_whole_columns():
     assert rows[0].split(",")[:4] == ["0F0", "0F1", "2F0", "2F1"]
     assert read_csv_text("\n".join(rows)).actions == interleaved_1f1b(2, 2, 2).actions
     assert Action(1, "F", 0) == read_csv_text("\n".join(rows)).actions[1][0]
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEDULES if n != "zb-auto"])
+def test_the_aligned_columns_are_the_simulator_s_unit_cost_starts(name):
+    from ppbook.simulate import unit_cost_steps
+    from ppbook.validate import unit_steps
+
+    chunks = 2 if SCHEDULES[name].chunks == "any" else None
+    for p, m in ((2, 4), (4, 8), (4, 12)):
+        schedule = build(name, p, m, chunks)
+        assert unit_steps(schedule) == unit_cost_steps(schedule), (name, p, m)
+
+
+def test_a_schedule_that_cannot_finish_is_refused_when_aligned():
+    stuck = Schedule.from_strings([["0B0", "0F0"], ["1F0", "1B0"]])
+    with pytest.raises(ValueError, match="cannot finish"):
+        write_csv(stuck)
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo", "folder"])
+def test_reading_what_is_not_a_regular_file_is_refused_at_once(special, tmp_path):
+    import os
+
+    path = {"/dev/zero": "/dev/zero", "folder": str(tmp_path)}.get(special)
+    if special == "fifo":
+        path = str(tmp_path / "orders.csv")
+        os.mkfifo(path)  # reading it would wait for a writer for ever
+    with pytest.raises(ValueError, match="give a regular file"):
+        read_csv(path)
