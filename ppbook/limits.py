@@ -17,12 +17,15 @@ of code with :func:`use`::
         timeline = simulate(build("1f1b", 64, 50_000))
 
 Every message that lists problems is cut to :data:`MAX_MESSAGE` characters by :func:`capped`.
+A file given as input is read by :func:`read_regular_file`: regular files only (a FIFO or
+``/dev/zero`` would be read for ever) and at most a stated number of bytes.
 Standard library only.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -53,6 +56,8 @@ CSV_BYTES_PER_ACTION = 64
 form spends about 30 on each compute action)."""
 MAX_MESSAGE = 2000
 """Most characters of an error message that lists problems."""
+MAX_PATH_SHOWN = 200
+"""Characters of a path quoted in an error message."""
 
 
 @dataclass(frozen=True)
@@ -138,3 +143,56 @@ def listed(head: str, problems: list[str], most: int = 12) -> str:
     more = len(problems) - len(shown)
     tail = f"\n  ... and {more:,} more" if more else ""
     return capped(head + "\n  " + "\n  ".join(shown) + tail)
+
+
+KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+"""What a path that is not a regular file is, in messages."""
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``os.stat`` mode ``mode`` is, in words ("a FIFO (named pipe)")."""
+    return next((name for test, name in KINDS if test(mode)), "not a regular file")
+
+
+def read_regular_file(path: str, flag: str, most: int, hint: str = "") -> bytes:
+    """The bytes of the regular file at ``path``; ``flag`` names it in messages (a command
+    line flag such as ``"--from-csv"``, or a parameter's name).
+
+    A FIFO, a device (``/dev/zero``), a socket or a folder is refused: reading one could
+    wait or run for ever. The file is opened without waiting (``O_NONBLOCK``) and looked at
+    through the open descriptor, so nothing swapped in after a check is read; at most
+    ``most`` + 1 bytes are read, and a file longer than ``most`` bytes is refused (with
+    ``hint``, how to raise the limit, at the end of the message).
+    """
+    shown = capped(path, MAX_PATH_SHOWN)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ValueError(f"cannot read {shown} ({flag}): {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(
+                f"cannot read {shown} ({flag}): it is {file_kind(mode)}; give a regular file"
+            )
+        chunks, left = [], most + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise ValueError(f"cannot read {shown} ({flag}): {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > most:
+        raise ValueError(f"{flag} {shown} is longer than the limit of {most:,} bytes{hint}")
+    return data

@@ -189,3 +189,33 @@ def test_short_error_keeps_short_messages_and_cuts_long_ones():
     assert cut[11:] == ["... (29 more lines left out)"]
     wide = short_error("x" * 100_000)
     assert len(wide) <= 2000 and wide.endswith("more characters left out)")
+
+
+# ----- a text timeline is bounded before it is drawn ----------------------------------------
+
+
+def test_needed_width_stops_counting_beyond_what_is_drawn():
+    from ppbook.views.text import MAX_COLUMNS, most_columns, needed_width
+
+    timeline = simulate(one_f_one_b(4, 8), Costs(F=1e-9, B=1))  # makespan about 11
+    assert needed_width(timeline) > 10**10 > MAX_COLUMNS  # makespan / shortest, not drawn
+    with pytest.raises(ValueError, match="more than the 100,000 drawn at most"):
+        text_timeline(timeline)
+    with pytest.raises(ValueError, match="11000000012 columns show every action, more than"):
+        text_timeline(timeline, width=50)
+    assert most_columns(4) == MAX_COLUMNS and most_columns(4000) == 2500
+    denormal = simulate(one_f_one_b(2, 2), Costs(F=5e-324, B=1e300))
+    assert needed_width(denormal) == 2**63  # makespan / 5e-324 is infinite: the cap
+
+
+def test_check_width_refuses_widths_beyond_the_columns_and_the_characters():
+    from ppbook.views.text import check_width
+
+    assert check_width(100_000) == 100_000 and check_width(2500, 4000) == 2500
+    with pytest.raises(ValueError, match="--width 100,001 is too wide.*give --width 100,000"):
+        check_width(100_001, 1, "--width")
+    with pytest.raises(ValueError, match="give width 2,500 or fewer columns for 4,000 ranks"):
+        check_width(2501, 4000)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="whole number of columns >= 1"):
+            check_width(bad)

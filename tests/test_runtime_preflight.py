@@ -19,14 +19,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import ppbook.runtime.launch as launch_module
 from ppbook.cli import run as run_cli
 from ppbook.costs import Costs
 from ppbook.runtime import preflight
-from ppbook.runtime.config import RunConfig, check, model_bytes
+from ppbook.runtime.config import (
+    RunConfig,
+    activation_bytes,
+    check,
+    input_shape,
+    model_bytes,
+    saved_per_block,
+)
 from ppbook.runtime.launch import PipelineError, _failure
-from ppbook.runtime.models import build_blocks
+from ppbook.runtime.models import build_blocks, step_data
 from ppbook.schedules import one_f_one_b
 from ppbook.simulate import simulate
 from ppbook.views.text import needed_width
@@ -111,6 +119,81 @@ def test_model_bytes_counts_the_parameters_torch_makes(model, dtype):
     assert model_bytes(config, check(config)) == counted
 
 
+# ----- activations and data: counted as PyTorch saves and allocates them --------------------
+
+
+def _saved_bytes(block, sample) -> int:
+    """Bytes of the distinct storages autograd saves in ``block``'s forward, parameters
+    left out: what the block holds for its backward."""
+    params = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    saved = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        block(sample)
+    return sum(saved.values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize(
+    ("model", "hidden", "heads", "seq_len", "batch"),
+    [("mlp", 16, 2, 8, 3), ("mlp", 40, 2, 8, 5), ("transformer", 16, 2, 5, 3),
+     ("transformer", 32, 4, 7, 2), ("transformer", 8, 1, 3, 5)],
+)  # fmt: skip
+def test_saved_per_block_is_what_autograd_saves(model, hidden, heads, seq_len, batch, dtype):
+    config = RunConfig(model=model, hidden=hidden, num_heads=heads, seq_len=seq_len,
+                       microbatch_size=batch, dtype=dtype)  # fmt: skip
+    block = build_blocks(config, 1)[0]
+    shape = (batch, *input_shape(config))
+    sample = torch.randn(shape, dtype=getattr(torch, dtype), requires_grad=True)
+    assert saved_per_block(config) == _saved_bytes(block, sample)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_activation_bytes_counts_the_step_data_torch_makes(dtype):
+    config = RunConfig(hidden=8, microbatch_size=5, num_microbatches=4, dtype=dtype)
+    schedule = check(config)
+    blocks = build_blocks(config, 2)
+    inputs, targets, _ = step_data(config, blocks)
+    data = sum(t.nbytes for t in [*inputs, *targets])
+    peak = max(simulate(schedule).metrics()["peak_activations_full_stage"])  # 2 for 1F1B, p=2
+    held = peak * (saved_per_block(config) + 2 * 5 * 8 * config_element(config))
+    assert activation_bytes(config, schedule) == data + held
+    bigger = RunConfig(hidden=8, microbatch_size=50, num_microbatches=4, dtype=dtype)
+    assert activation_bytes(bigger, schedule) == 10 * activation_bytes(config, schedule)
+
+
+def config_element(config) -> int:
+    return torch.tensor([], dtype=getattr(torch, config.dtype)).element_size()
+
+
+def test_activations_beyond_the_memory_are_refused(no_launch, capsys, monkeypatch):
+    monkeypatch.setattr(preflight, "available_memory", lambda: 4 * 2**30)
+    big = ["--microbatch-size", "400000"]  # 2 * 8 * 400,000 * 256 * 4 B = 6.1 GiB of data
+    assert run_cli.main([*SMALL, "--hidden", "256", "--microbatches", "8", *big]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GiB data and activations" in err
+    assert "not one rank fits; use a smaller --microbatch-size or fewer micro-batches" in err
+
+
+def test_activations_beyond_a_gpus_memory_are_refused():
+    preflight.check_machine(2, 0, 2**30, device_memory=2**31, ranks_per_device=2)
+    with pytest.raises(ValueError, match=r"each GPU would hold about 2\.0 GiB \(2 ranks"):
+        preflight.check_machine(2, 0, 2**30 + 1, device_memory=2**31, ranks_per_device=2)
+
+
+def test_memory_messages_survive_counts_beyond_a_float():
+    assert preflight.gib(3 * 2**30) == "3.0"
+    assert preflight.gib(10**400) == "9.313e+390"
+    with pytest.raises(ValueError, match=r"9\.313e\+390 GiB data and activations"):
+        preflight.check_machine(1, 0, 10**400)
+
+
 def test_more_ranks_than_cores_run_with_a_note(capsys, monkeypatch):
     monkeypatch.setattr(preflight, "available_cores", lambda: 1)
 
@@ -135,6 +218,10 @@ def test_run_config_takes_numbers_as_the_package_does():
         (RunConfig(timeout=float("inf")), "finite"),
         (RunConfig(nproc=2.0), "nproc to be an integer"),
         (RunConfig(seed=-1), "seed >= 0"),
+        (RunConfig(seed=2**64 - 1), "seed <= 18446744073709551614"),
+        (RunConfig(lr=100.5), "lr <= 100"),
+        (RunConfig(steps=10_001), "steps <= 10,000"),
+        (RunConfig(num_threads=2**31), "num_threads <= 1,024"),
         (RunConfig(model="transformer", hidden=10, num_heads=4), "use 8 or 12"),
     ]:
         with pytest.raises(ValueError, match=message):

@@ -9,8 +9,12 @@ with a single-process run (trained the same way: in ``--dtype bfloat16``, mixed 
 in both, compared within the bound of :func:`ppbook.runtime.reference.mixed_tolerance`).
 
 Every argument is checked before any process starts (the run's configuration, the
-output options, what this machine's cores and memory allow): a bad one is one line on
-stderr, exit status 2. A failed rank prints its error and traceback, exit status 1.
+output options, what this machine's cores and memory allow, the model's parameters and
+the data and activations each rank would hold): a bad one is one line on stderr, exit
+status 2; so is a trace that cannot be written after the run. ``--from-csv`` reads
+regular files only, up to a bounded size. A failed rank prints its error and traceback,
+exit status 1; a run whose loss is not a finite number (it diverged) is one line on
+stderr, nothing on stdout, exit status 1.
 SIGINT (Ctrl-C), SIGTERM and SIGHUP stop every rank and remove the run's temporary
 folder; the command says so in one line and exits with status 128 + the signal's number
 (130 for Ctrl-C). Every message is cut to a bounded length (:data:`MAX_MESSAGE`).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -74,11 +79,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     what.add_argument("--microbatches", type=int, help="m, micro-batches per step (default 8)")
     what.add_argument("--chunks", type=int, help="v, stage chunks per rank (interleaved)")
-    what.add_argument("--steps", type=int, default=3, help="steps to run (the first warms up)")
+    what.add_argument(
+        "--steps", type=int, default=3, help="steps to run (the first warms up; at most 10,000)"
+    )
     what.add_argument(
         "--optimizer", default="sgd", choices=("sgd", "adam"), help="stepped after every step"
     )
-    what.add_argument("--lr", type=float, default=0.01, help="learning rate (0: no update)")
+    what.add_argument(
+        "--lr",
+        type=float,
+        default=0.01,
+        help="learning rate, 0 to 100 (0: no update); a run whose loss overflows fails",
+    )
     model = parser.add_argument_group("the model")
     model.add_argument("--model", default="mlp", choices=("mlp", "transformer"))
     model.add_argument("--hidden", type=int, default=256, help="width of the model")
@@ -94,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="float32 or float64 throughout; bfloat16: mixed precision (bf16 compute and "
         "messages, fp32 master weights, gradient sums and optimizer state)",
     )
-    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--seed", type=int, default=0, help="0 to 2**64 - 2 (torch's range)")
     where = parser.add_argument_group("processes")
     where.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     where.add_argument(
@@ -121,7 +133,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     out.add_argument("--compare", action="store_true", help="also simulate with measured costs")
     out.add_argument("--check", action="store_true", help="compare with a one-process run")
-    out.add_argument("--width", type=int, default=100, help="columns of the text timeline")
+    out.add_argument(
+        "--width",
+        type=int,
+        default=100,
+        help="columns of the text timeline (at most 100,000, and 10 million characters in all)",
+    )
     out.add_argument("--trace", metavar="PATH", help="write a Chrome trace of the typical step")
 
 
@@ -167,9 +184,9 @@ def read_schedule(args: argparse.Namespace):
     given = [f"--{flag}" for flag in ("schedule", "chunks") if getattr(args, flag) is not None]
     if given:
         raise ValueError(f"--from-csv reads the whole schedule; drop {', '.join(given)}")
-    from ppbook.pytorch_csv import read_csv
+    from ppbook.cli import read_csv_argument
 
-    schedule = read_csv(args.from_csv, routes=args.routes)
+    schedule = read_csv_argument(args.from_csv, args.routes, "; raise PPBOOK_MAX_ACTIONS")
     m = schedule.num_microbatches
     if args.microbatches not in (None, m):
         raise ValueError(f"--microbatches {args.microbatches}, but {args.from_csv} has {m}")
@@ -194,8 +211,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_output(args: argparse.Namespace) -> None:
-    """Refuse output options that would fail only after the run: ``--width``, ``--trace``."""
+    """Refuse output options that would fail only after the run: ``--width`` (at most
+    :data:`ppbook.views.text.MAX_COLUMNS`), ``--trace`` (a folder, a FIFO, a missing folder,
+    no permission)."""
+    from ppbook.cli import check_output_file
+    from ppbook.views.text import check_width
+
     as_count(args.width, "--width", "ppbook run")
+    check_width(args.width, 1, "--width")
     if args.trace is None:
         return
     path = Path(args.trace)
@@ -207,18 +230,26 @@ def check_output(args: argparse.Namespace) -> None:
         )
     if path.is_dir():
         raise ValueError(f"--trace {shown(args.trace)} is a folder; give a file name, e.g. t.json")
+    check_output_file(args.trace, "--trace")  # a FIFO would wait for a reader
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise ValueError(f"--trace {shown(args.trace)} cannot be written here (no permission)")
 
 
 def _launch(args: argparse.Namespace) -> int:
     """Start the ranks here; print the result or the failure."""
-    from ppbook.runtime.config import check, model_bytes
-    from ppbook.runtime.launch import PipelineError, launch
-    from ppbook.runtime.preflight import available_cores, check_machine
+    from ppbook.runtime.config import activation_bytes, check, model_bytes
+    from ppbook.runtime.preflight import available_cores, check_machine, device_memory
+    from ppbook.views.text import check_width
 
     config = make_config(args, args.nproc)
-    check_machine(config.nproc, model_bytes(config, check(config)))
+    schedule = check(config)
+    check_machine(
+        config.nproc,
+        model_bytes(config, schedule),
+        activation_bytes(config, schedule),
+        **device_memory(config),
+    )
+    check_width(args.width, config.nproc, "--width")
     cores = available_cores()
     if config.nproc > cores:
         print(
@@ -226,6 +257,8 @@ def _launch(args: argparse.Namespace) -> int:
             f"include waiting for a core (--nproc {cores} or fewer measures without)",
             file=sys.stderr,
         )
+    from ppbook.runtime.launch import PipelineError, launch  # torch: once all is checked
+
     try:
         result = launch(config)
     except PipelineError as exc:
@@ -238,20 +271,38 @@ def _run_one_rank(args: argparse.Namespace) -> int:
     """Under torchrun: be one rank; rank 0 prints the result."""
     from ppbook.runtime.config import check
     from ppbook.runtime.worker import serve
+    from ppbook.views.text import check_width
 
     world_size = int(os.environ["WORLD_SIZE"])
     if args.nproc is not None and args.nproc != world_size:
         raise ValueError(f"--nproc {args.nproc} differs from torchrun's WORLD_SIZE {world_size}")
     config = make_config(args, world_size)
     schedule = check(config)
+    check_width(args.width, world_size, "--width")
     results = serve(int(os.environ["RANK"]), world_size, [(config, schedule)], rendezvous=None)
     return report(results[0], args) if results else 0
 
 
 def report(result, args: argparse.Namespace) -> int:
-    """Print ``result`` as text or JSON; write the trace if asked; return 0."""
+    """Print ``result`` as text or JSON; write the trace if asked; return 0.
+
+    A run whose loss is not a finite number (it diverged: a learning rate too large for
+    the model) failed: one line on stderr, nothing on stdout, status 1. JSON never holds
+    NaN or Infinity. A trace that cannot be written is a one-line error, status 2.
+    """
     from ppbook.runtime.measure import compare
 
+    bad = next(
+        ((step, loss) for step, loss in enumerate(result.losses) if not math.isfinite(loss)),
+        None,
+    )
+    if bad is not None:
+        print(
+            f"ppbook run: the run diverged: the loss of step {bad[0]} is {bad[1]} (not a finite "
+            f"number); use a smaller --lr than {args.lr:g}, or fewer --steps",
+            file=sys.stderr,
+        )
+        return 1
     comparison = compare(result) if args.compare else None
     if args.check:
         from ppbook.runtime.reference import assert_matches_reference
@@ -268,7 +319,14 @@ def report(result, args: argparse.Namespace) -> int:
             out["comparison"] = comparison.to_dict()
         if args.check:
             out["matches_single_process"] = True
-        print(json.dumps(out))
+        try:
+            text = json.dumps(out, allow_nan=False)
+        except ValueError:  # NaN or Infinity somewhere in the measurements
+            raise ValueError(
+                "the run measured a value that is not a finite number; JSON cannot hold it "
+                "(run without --json to see the text report)"
+            ) from None
+        print(text)
     else:
         from ppbook.views.text import metrics_text
 
@@ -287,7 +345,12 @@ def report(result, args: argparse.Namespace) -> int:
     if args.trace:
         from ppbook.views.trace import to_chrome_trace
 
-        to_chrome_trace(result.timeline, args.trace)
+        try:
+            to_chrome_trace(result.timeline, args.trace)
+        except OSError as exc:
+            raise ValueError(
+                f"cannot write --trace {shown(args.trace)}: {exc.strerror or exc}"
+            ) from None
         print(f"wrote {args.trace}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -295,8 +358,9 @@ def report(result, args: argparse.Namespace) -> int:
 def _drawn(timeline, width: int) -> str:
     """The text timeline in ``width`` columns; when measured actions are too short for
     that, in the columns they need (at most :data:`MAX_WIDTH`), with a note on stderr."""
-    from ppbook.views.text import needed_width, text_timeline
+    from ppbook.views.text import check_width, needed_width, text_timeline
 
+    check_width(width, timeline.num_ranks, "--width")  # before anything is drawn
     try:
         return text_timeline(timeline, width=width)
     except ValueError:  # the width is checked up front: here it is too narrow for the run

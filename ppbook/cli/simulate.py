@@ -5,7 +5,9 @@ metrics as one JSON object (:meth:`ppbook.timeline.Timeline.metrics`). ``--png``
 ``--trace`` and ``--csv`` write a picture (:mod:`ppbook.views.gantt`), a Chrome trace
 (:mod:`ppbook.views.trace`) and the schedule in PyTorch's CSV form. Bad input raises a
 ValueError, which :func:`ppbook.cli.main` prints as one short message with exit status 2;
-sizes, output paths and widths are checked before anything is built or simulated.
+sizes, output paths and widths are checked before anything is built or simulated, and the
+text timeline's width against its ranks before it is drawn. ``--from-csv`` reads a regular
+file only, of bounded size (:func:`ppbook.cli.read_csv_argument`).
 ``--ranks-per-device``, ``--interference`` and the ``--*-copy`` options model ranks that
 share a device and copies that occupy them (:mod:`ppbook.shared_device`, chapter 9).
 """
@@ -19,14 +21,22 @@ import textwrap
 from pathlib import Path
 
 from ppbook import limits
-from ppbook.cli import communication, devices
+from ppbook.cli import check_output_file, communication, devices, read_csv_argument
 from ppbook.costs import Costs
 from ppbook.limits import capped
 from ppbook.pipeline_schedule import Schedule
-from ppbook.pytorch_csv import read_csv, write_csv
+from ppbook.pytorch_csv import write_csv
 from ppbook.schedules import SCHEDULES, build
 from ppbook.simulate import SYNC_MODES, simulate
-from ppbook.views.text import DEFAULT_WIDTH, metrics_text, needed_width, text_timeline
+from ppbook.views.text import (
+    DEFAULT_WIDTH,
+    MAX_COLUMNS,
+    check_width,
+    metrics_text,
+    most_columns,
+    needed_width,
+    text_timeline,
+)
 
 CHUNKS = {"none": "1", "any": "v >= 1", "two": "2"}
 PATH_SHOWN = 200
@@ -176,7 +186,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--width",
         type=int,
         help=f"columns of the text timeline (default: {DEFAULT_WIDTH}, or as many as show "
-        f"every action, up to {MAX_AUTO_WIDTH}); a width that would drop actions is refused",
+        f"every action, up to {MAX_AUTO_WIDTH}); a width that would drop actions is refused, "
+        f"and so is one beyond {MAX_COLUMNS:,} columns or 10 million characters in all",
     )
     out.add_argument(
         "--png",
@@ -202,7 +213,8 @@ def load_schedule(args: argparse.Namespace, costs: Costs | None = None) -> Sched
         ]
         if given:
             raise ValueError(f"--from-csv reads the whole schedule; drop {', '.join(given)}")
-        return read_csv(args.from_csv, routes=args.routes)
+        hint = "; raise --max-actions if memory allows"
+        return read_csv_argument(args.from_csv, args.routes, hint)
     if args.routes is not None:
         raise ValueError("--routes goes with --from-csv; a schedule built by name has its own")
     if args.schedule is None:
@@ -217,25 +229,18 @@ def load_schedule(args: argparse.Namespace, costs: Costs | None = None) -> Sched
 
 
 def check_outputs(args: argparse.Namespace) -> None:
-    """Refuse a bad width, a picture path of unknown kind, a folder or a missing folder."""
-    if args.width is not None and args.width < 1:
-        raise ValueError(f"--width must be >= 1 column, got {args.width}")
+    """Refuse a bad width, a picture path of unknown kind, and an output path that is a
+    folder, a FIFO or a socket, or lies in a missing folder."""
+    if args.width is not None:
+        check_width(args.width, 1, "--width")  # the ranks are checked once they are known
     if args.png is not None and Path(args.png).suffix.lower() not in PICTURES:
         raise ValueError(
             f"--png {_path(args.png)}: the path must end in .png or .svg "
             "(the file is written exactly where the path says)"
         )
     for flag in ("csv", "trace", "png"):
-        path = getattr(args, flag)
-        if path is None:
-            continue
-        if Path(path).is_dir():
-            raise ValueError(f"cannot write {_path(path)} (--{flag}): it is a folder; give a file")
-        if not Path(path).resolve().parent.is_dir():
-            raise ValueError(
-                f"cannot write {_path(path)} (--{flag}): folder {_path(str(Path(path).parent))} "
-                "does not exist; create it first"
-            )
+        if getattr(args, flag) is not None:
+            check_output_file(getattr(args, flag), f"--{flag}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -249,10 +254,16 @@ def run(args: argparse.Namespace) -> int:
         **devices.costs_kwargs(args, communication.costs_kwargs(args)),
     )
     chosen = {"stages": args.max_stages, "microbatches": args.max_microbatches}
-    with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
-        schedule = load_schedule(args, costs)
-        check_sizes(args, schedule)
-        timeline = simulate(schedule, costs, steps=args.steps, sync=args.sync)
+    try:
+        with limits.use(actions=args.max_actions, **chosen):  # builders and readers check too
+            schedule = load_schedule(args, costs)
+            check_sizes(args, schedule)
+            timeline = simulate(schedule, costs, steps=args.steps, sync=args.sync)
+    except MemoryError:  # only past limits raised with --max-*: the defaults fit in memory
+        raise ValueError(
+            "ran out of memory building or simulating the schedule: lower --max-stages, "
+            "--max-microbatches or --max-actions back towards their defaults, or the sizes"
+        ) from None
     metrics = timeline.metrics()  # refuses results that are not finite numbers
     if args.json:
         print(json.dumps(metrics, allow_nan=False))
@@ -280,13 +291,26 @@ def run(args: argparse.Namespace) -> int:
 
 def _timeline_text(timeline, width: int | None) -> str:
     """The text timeline; without ``--width``, a note instead when it would be too wide."""
-    if width is None:
-        needed = needed_width(timeline)
-        if needed > MAX_AUTO_WIDTH:
-            return (
-                f"(text timeline left out: showing every one of its {len(timeline.schedule):,} "
-                f"actions needs {needed:,} columns; give --width {needed} to draw it)"
-            )
+    most = most_columns(timeline.num_ranks)
+    if width is not None:
+        check_width(width, timeline.num_ranks, "--width")  # before anything is drawn
+    needed = needed_width(timeline)  # counts no further than ``most``
+    if width is None and needed > MAX_AUTO_WIDTH:
+        advice = (
+            f"give --width {needed} to draw it"
+            if needed <= most
+            else f"more than the {most:,} drawn at most: see --png or --trace"
+        )
+        return (
+            f"(text timeline left out: showing every one of its {len(timeline.schedule):,} "
+            f"actions needs {needed:,} columns; {advice})"
+        )
+    if width is not None and needed > width:
+        advice = f"give --width {needed}" if needed <= most else "see --png or --trace"
+        raise ValueError(
+            f"--width {width} would drop actions shorter than a column: showing every action "
+            f"needs {needed:,} columns; {advice}, or leave --width out"
+        )
     return text_timeline(timeline, width=width)
 
 

@@ -14,8 +14,10 @@ only to look at a model given as modules or to ask whether there is a GPU.
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from importlib.machinery import ModuleSpec
 
 from ppbook.checks import as_count, as_quantity, shown
@@ -37,6 +39,24 @@ ENGINES = ("ppbook", "torch")
 
 MAX_TIMEOUT = 7 * 24 * 3600.0
 """The longest wait a rank may be given, in seconds (a week); longer overflows torch's timers."""
+
+MAX_LR = 100.0
+"""The largest learning rate a run accepts: a bound against typos, far above what trains.
+The example models already diverge below it (SGD at lr 100 makes the transformer's loss
+NaN within four steps, ``tests/test_cli_hostile.py``); a run whose loss is not finite
+fails (``ppbook run``)."""
+
+MAX_SEED = 2**64 - 2
+"""The largest seed: ``torch.manual_seed`` takes 0 .. 2**64 - 1, and the data is drawn
+from ``seed + 1`` (:func:`ppbook.runtime.models.step_data`)."""
+
+MAX_STEPS = 10_000
+"""The most training steps of one run: every rank keeps each step's measured timeline, and
+ten thousand steps of a small model already take minutes."""
+
+MAX_THREADS = 1024
+"""The most torch threads per rank (``torch.set_num_threads`` takes a C int; more threads
+than cores only wait for one)."""
 
 OWNER = "the run"  # who asks, in messages: "the run needs steps >= 1, got 0"
 
@@ -249,11 +269,28 @@ def check_numbers(config: RunConfig) -> None:
     """The counts and quantities of ``config`` (:mod:`ppbook.checks`), and the heads."""
     for name in ("nproc", "microbatch_size", "steps", "hidden", "num_heads", "seq_len"):
         as_count(getattr(config, name), name, OWNER)
-    as_count(config.seed, "seed", OWNER, minimum=0)
+    seed = as_count(config.seed, "seed", OWNER, minimum=0)
+    if seed > MAX_SEED:
+        raise ValueError(
+            f"{OWNER} needs seed <= {MAX_SEED} (2**64 - 2: torch seeds are 64-bit and the data "
+            f"uses seed + 1), got {shown(seed)}"
+        )
     for name in ("num_threads", "num_blocks"):
         if getattr(config, name) is not None:
             as_count(getattr(config, name), name, OWNER)
-    as_quantity(config.lr, "lr", OWNER)
+    for name, most, why in (
+        ("steps", MAX_STEPS, "each step's timeline is kept"),
+        ("num_threads", MAX_THREADS, "torch's limit is a C int, and more threads than cores wait"),
+    ):
+        value = getattr(config, name)
+        if value is not None and value > most:
+            raise ValueError(f"{OWNER} needs {name} <= {most:,} ({why}), got {shown(value)}")
+    lr = as_quantity(config.lr, "lr", OWNER)
+    if lr > MAX_LR:
+        raise ValueError(
+            f"{OWNER} needs lr <= {MAX_LR:g} (0 keeps the parameters; the example models "
+            f"diverge well below {MAX_LR:g}), got {shown(config.lr)}"
+        )
     timeout = as_quantity(config.timeout, "timeout (seconds)", OWNER, inclusive=False)
     if timeout > MAX_TIMEOUT:
         raise ValueError(
@@ -320,6 +357,61 @@ def model_bytes(config: RunConfig, schedule: Schedule) -> int:
     per_block = 8 * h * h + 5 * h if config.model == "mlp" else 12 * h * h + 13 * h
     blocks = config.num_blocks or num_parts(schedule)
     return blocks * per_block * BYTES_PER_PARAMETER[config.dtype]
+
+
+ELEMENT_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2}
+"""Bytes of one number of an activation, by ``RunConfig.dtype``."""
+
+
+def saved_per_block(config: RunConfig, microbatch_size: int | None = None) -> int:
+    """Bytes one example block keeps for its backward, for one micro-batch of ``b`` samples
+    (default ``config.microbatch_size``): the tensors autograd saves, counted by storage
+    (``tests/test_runtime_preflight.py`` counts them with
+    ``torch.autograd.graph.saved_tensors_hooks``),
+    in ``config.dtype`` of ``e`` bytes each.
+
+    - MLP, width h: its input (h) and the Tanh output (4h) that the second Linear also
+      reads: ``5 h b e``.
+    - Transformer, width h, s positions, a heads: h-wide tensors sixteen times per position
+      (the block's input and the first LayerNorm's output; q, k and v, which the batched
+      matmuls copy; the heads' output, reshaped; the second LayerNorm's input and output;
+      the MLP's 4h input and output of GELU), the softmax weights (a s² per sample), the
+      LayerNorms' means and reciprocal deviations (4 s), and the causal mask (s² bools,
+      once): ``(16 s h + a s² + 4 s) b e + s²``.
+    """
+    b = config.microbatch_size if microbatch_size is None else microbatch_size
+    h, e = config.hidden, ELEMENT_BYTES[config.dtype]
+    if config.model == "mlp":
+        return 5 * h * b * e
+    s, a = config.seq_len, config.num_heads
+    return (16 * s * h + a * s * s + 4 * s) * b * e + s * s
+
+
+def activation_bytes(config: RunConfig, schedule: Schedule) -> int:
+    """Bytes of data and activations one rank of ``config``'s example model holds at its
+    peak, 0 for a model given as modules (an estimate, for the checks before a run starts).
+
+    - The step's data: every rank makes the inputs and targets of all m micro-batches
+      (:func:`ppbook.runtime.models.step_data`), bf16 drawn in float32 first.
+    - The activations: the simulator's peak of micro-batches in flight on a rank, in
+      micro-batch activations of a full stage (one rank's share of the blocks), times that
+      share's :func:`saved_per_block`, plus each in-flight micro-batch's stage input and
+      output.
+    """
+    if not isinstance(config.model, str):
+        return 0
+    b, e = config.microbatch_size, ELEMENT_BYTES[config.dtype]
+    sample = 1
+    for size in input_shape(config):
+        sample *= size
+    drawn = e + (4 if config.dtype == "bfloat16" else 0)
+    data = 2 * config.num_microbatches * b * sample * drawn
+    metrics = simulate(schedule).metrics()
+    peak = max(metrics["peak_activations_full_stage"])
+    blocks = config.num_blocks or num_parts(schedule)
+    share = -(-blocks * schedule.num_stages // (num_parts(schedule) * config.nproc))
+    per_microbatch = share * saved_per_block(config) + 2 * b * sample * e
+    return data + math.ceil(Fraction(peak) * per_microbatch)  # exact: counts may be huge
 
 
 def input_shape(config: RunConfig) -> tuple[int, ...]:

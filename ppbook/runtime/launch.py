@@ -52,8 +52,8 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from ppbook.checks import clipped
-from ppbook.runtime.config import RunConfig, check, model_bytes, same_group
-from ppbook.runtime.preflight import check_machine, check_main_guard
+from ppbook.runtime.config import RunConfig, activation_bytes, check, model_bytes, same_group
+from ppbook.runtime.preflight import check_machine, check_main_guard, device_memory
 from ppbook.runtime.progress import POLL, Progress
 from ppbook.runtime.result import RunResult
 
@@ -116,7 +116,12 @@ def launch_many(configs: Sequence[RunConfig], *, progress: bool = False) -> list
     jobs = [(config, check(config)) for config in configs]
     same_group(configs)
     nproc = configs[0].nproc
-    check_machine(nproc, max(model_bytes(config, schedule) for config, schedule in jobs))
+    check_machine(
+        nproc,
+        max(model_bytes(config, schedule) for config, schedule in jobs),
+        max(activation_bytes(config, schedule) for config, schedule in jobs),
+        **device_memory(configs[0]),
+    )
     spawn = multiprocessing.get_context("spawn")
     from ppbook.runtime import worker
 

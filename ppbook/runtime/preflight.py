@@ -8,12 +8,13 @@ bootstrapping. Such a script is refused up front with the fix.
 
 :func:`check_machine`: every rank is a process with its own Python and torch (about
 :data:`RANK_MEMORY` bytes), and builds the whole model before it keeps its own parts
-(counted twice: the model and the copies and gradients of its parts, before activations).
-Ranks that outnumber the CPU cores wait for a core. A run that could not fit in the
-memory available, or that puts more than :data:`MAX_RANKS_PER_CORE` ranks on each core,
-is refused with the number that would do.
+(counted twice: the model and the copies and gradients of its parts), and holds the step's
+data and its activations (:func:`ppbook.runtime.config.activation_bytes`). Ranks that
+outnumber the CPU cores wait for a core. A run that could not fit in the memory available
+(on a GPU run, also in each GPU's memory: :func:`device_memory`), or that puts more than
+:data:`MAX_RANKS_PER_CORE` ranks on each core, is refused with the numbers.
 
-Only the standard library is imported.
+Only the standard library is imported (torch only by :func:`device_memory`, for CUDA).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import ast
 import multiprocessing
 import os
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 RANK_MEMORY = 400 * 2**20
@@ -110,9 +112,39 @@ def available_memory() -> int | None:
     return None
 
 
-def check_machine(nproc: int, model_bytes: int = 0) -> None:
+def gib(count: int) -> str:
+    """``count`` bytes in GiB for a message, exact for any size (no float overflow)."""
+    value = Decimal(count) / Decimal(2**30)
+    return f"{value:.1f}" if value < 10**6 else f"{value:.3e}"
+
+
+def device_memory(config) -> dict:
+    """For a CUDA run (``config.device == "cuda"``): the smallest GPU's memory in bytes
+    (``device_memory``) and how many ranks share a GPU (``ranks_per_device``: rank r runs
+    on GPU r % GPUs, :func:`ppbook.runtime.context.pick_device`); ``{}`` on the CPU. The
+    keyword arguments of :func:`check_machine`."""
+    if config.device != "cuda":
+        return {}
+    import torch
+
+    count = torch.cuda.device_count()
+    if count < 1:
+        return {}
+    smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(count))
+    return {"device_memory": smallest, "ranks_per_device": -(-config.nproc // count)}
+
+
+def check_machine(
+    nproc: int,
+    model_bytes: int = 0,
+    activation_bytes: int = 0,
+    device_memory: int | None = None,
+    ranks_per_device: int = 1,
+) -> None:
     """Refuse ``nproc`` local ranks, each building a model of ``model_bytes`` bytes of
-    parameters, beyond what this machine's cores and memory allow."""
+    parameters and holding ``activation_bytes`` bytes of data and activations, beyond what
+    this machine's cores and memory allow; with ``device_memory`` (bytes of each GPU),
+    also ``ranks_per_device`` ranks' activations and share of the model beyond a GPU's."""
     cores = available_cores()
     if nproc > MAX_RANKS_PER_CORE * cores:
         raise ValueError(
@@ -120,17 +152,39 @@ def check_machine(nproc: int, model_bytes: int = 0) -> None:
             f"here: at most {MAX_RANKS_PER_CORE * cores} ({MAX_RANKS_PER_CORE} per core) start, "
             f"and at most {cores} measure without waiting for a core"
         )
+    if device_memory is not None:
+        on_device = ranks_per_device * (activation_bytes + -(-2 * model_bytes // nproc))
+        if on_device > device_memory:
+            raise ValueError(
+                f"each GPU would hold about {gib(on_device)} GiB ({ranks_per_device} "
+                f"rank{'s' if ranks_per_device != 1 else ''}: data and activations "
+                f"{gib(activation_bytes)} GiB each, and its share of the model), but a GPU "
+                f"has {gib(device_memory)} GiB: use a smaller --microbatch-size, fewer "
+                "micro-batches or a smaller model"
+            )
     memory = available_memory()
-    per_rank = RANK_MEMORY + 2 * model_bytes
+    per_rank = RANK_MEMORY + 2 * model_bytes + activation_bytes
+    if device_memory is not None:
+        per_rank -= activation_bytes  # the activations live on the GPU
     if memory is not None and nproc * per_rank > memory:
         fit = memory // per_rank
+        smaller = (
+            "a smaller --microbatch-size or fewer micro-batches"
+            if device_memory is None and activation_bytes > 2 * model_bytes
+            else "a smaller model"
+        )
         advice = (
-            f"at most {fit} rank{'s' if fit != 1 else ''} fit; use fewer ranks or a smaller model"
+            f"at most {fit} rank{'s' if fit != 1 else ''} fit; use fewer ranks or {smaller}"
             if fit
-            else "not one rank fits; use a smaller model"
+            else f"not one rank fits; use {smaller}"
+        )
+        held = (
+            ""
+            if device_memory is not None
+            else f"{gib(activation_bytes)} GiB data and activations, "
         )
         raise ValueError(
-            f"{nproc} ranks need about {nproc * per_rank / 2**30:.1f} GiB "
-            f"({per_rank / 2**20:.0f} MiB each, {2 * model_bytes / 2**20:.0f} MiB of it for the "
-            f"model), but {memory / 2**30:.1f} GiB is available: {advice}"
+            f"{nproc} ranks need about {gib(nproc * per_rank)} GiB "
+            f"({gib(per_rank)} GiB each: {held}{gib(2 * model_bytes)} GiB for the model), "
+            f"but {gib(memory)} GiB is available: {advice}"
         )

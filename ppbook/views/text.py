@@ -7,13 +7,18 @@ ones so that neighbouring actions stay apart, or ``.`` when the rank is idle.
 
 Every action that takes time gets at least one column: a width too narrow for that is
 refused with the width that would do (:func:`needed_width`), rather than drop actions.
+A drawing is bounded before anything is allocated: at most :data:`MAX_COLUMNS` columns and
+:data:`MAX_CELLS` characters (ranks times columns); a timeline whose shortest action would
+need more is refused (:func:`check_width`), and :func:`needed_width` stops counting there.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 
+from ppbook.checks import shown
 from ppbook.timeline import ACTIVATION_UNIT, Timeline
 
 KIND_CHARS = {"F": "F", "B": "B", "I": "I", "W": "W", "OVERLAP_F_B": "X"}
@@ -27,6 +32,32 @@ KIND_NAMES = {
 IDLE_CHAR = "."
 DEFAULT_WIDTH = 100
 """Columns of a text timeline when no width is given and every action fits in them."""
+MAX_COLUMNS = 100_000
+"""Most columns of a text timeline (``width``); wider ones are refused before drawing."""
+MAX_CELLS = 10_000_000
+"""Most characters of a text timeline's rows, ranks times columns (about 10 MB of text)."""
+
+
+def most_columns(num_ranks: int) -> int:
+    """The widest text timeline of ``num_ranks`` ranks that is drawn: :data:`MAX_COLUMNS`,
+    or fewer so that the rows hold at most :data:`MAX_CELLS` characters."""
+    return max(1, min(MAX_COLUMNS, MAX_CELLS // max(1, num_ranks)))
+
+
+def check_width(width: int, num_ranks: int = 1, flag: str = "width") -> int:
+    """``width`` if a text timeline of ``num_ranks`` ranks may be drawn that wide, else a
+    ValueError naming ``flag`` and the widest allowed (checked before anything is drawn)."""
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 1:
+        raise ValueError(f"{flag} must be a whole number of columns >= 1, got {shown(width)}")
+    width = int(width)
+    most = most_columns(num_ranks)
+    if width > most:
+        ranks = f" for {num_ranks:,} ranks" if most < MAX_COLUMNS else ""
+        raise ValueError(
+            f"{flag} {width:,} is too wide for a text timeline: give {flag} {most:,} or fewer "
+            f"columns{ranks} (at most {MAX_COLUMNS:,} columns and {MAX_CELLS:,} characters)"
+        )
+    return width
 
 
 def plural(unit: str) -> str:
@@ -39,7 +70,9 @@ def needed_width(timeline: Timeline) -> int:
 
     With a column no longer than the shortest action, every action covers the middle of
     some column: about ``ceil(makespan / shortest)`` (1 when no action takes time), more
-    where rounding at a column's middle needs it.
+    where rounding at a column's middle needs it. Beyond what may be drawn
+    (:func:`most_columns`) nothing is drawn to count: the answer is then that lower bound
+    (at most ``2**63``), enough to say the timeline is too wide.
     """
     durations = (
         map(operator.sub, e, s) for s, e in zip(timeline.starts, timeline.ends, strict=True)
@@ -47,8 +80,10 @@ def needed_width(timeline: Timeline) -> int:
     shortest = min((d for row in durations for d in row if d > 0), default=0.0)
     if shortest <= 0:
         return 1
-    width = max(1, math.ceil(timeline.makespan / shortest - 1e-9))  # 104.99999... is 105
-    while _draw(timeline, width) is None:  # rounding at a column's middle: one more
+    ratio = min(timeline.makespan / shortest - 1e-9, 2.0**63)  # 104.99999... is 105; inf
+    width = max(1, math.ceil(ratio))
+    most = most_columns(timeline.num_ranks)
+    while width <= most and _draw(timeline, width) is None:  # rounding: one more column
         width += 1
     return width
 
@@ -57,17 +92,28 @@ def text_timeline(timeline: Timeline, width: int | None = None, legend: bool = T
     """``timeline`` drawn in ``width`` columns, one line per rank, then a legend.
 
     ``width=None`` takes :data:`DEFAULT_WIDTH` columns, or :func:`needed_width` when every
-    action needs more. A given width too narrow to show every action is refused.
+    action needs more. A given width too narrow to show every action is refused, and so
+    is one wider than :func:`most_columns` allows (also when the actions would need it),
+    before anything is drawn.
     """
-    if width is not None and width < 1:
-        raise ValueError(f"width must be >= 1 column, got {width}")
-    if width is None:
+    if width is not None:
+        width = check_width(width, timeline.num_ranks)
+    else:
         width = max(DEFAULT_WIDTH, needed_width(timeline))
+        most = most_columns(timeline.num_ranks)
+        if width > most:
+            raise ValueError(
+                f"a text timeline would need {width:,} columns to show every action, more "
+                f"than the {most:,} drawn at most; look at the timeline as a picture or a "
+                "Chrome trace instead (ppbook.views)"
+            )
     rows = _draw(timeline, width)
     if rows is None:
+        needed = needed_width(timeline)
+        more = "" if needed <= most_columns(timeline.num_ranks) else ", more than are drawn"
         raise ValueError(
             f"a text timeline {width} columns wide would drop actions shorter than a column; "
-            f"{needed_width(timeline)} columns show every action"
+            f"{needed} columns show every action{more}"
         )
     label_width = len(f"rank {timeline.num_ranks - 1}")
     lines = [f"{f'rank {rank}':>{label_width}} |{row}|" for rank, row in enumerate(rows)]
