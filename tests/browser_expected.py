@@ -117,6 +117,8 @@ def zero_bubble(values: dict) -> Expected:
 
 def sizing(values: dict) -> Expected:
     """Chapter 8: the fastest configuration that fits, its step time in seconds."""
+    from ppbook.cost_model.model_cards import MODEL_CARDS as CARD_NAMES
+    from ppbook.cost_model.model_cards import model_card
     from ppbook.memory import RECOMPUTE
     from ppbook.sizing import size
     from ppbook.sizing_costs import Hardware
@@ -128,12 +130,13 @@ def sizing(values: dict) -> Expected:
         **GPU_CARDS[values["GPU"]],
     )
     recompute = values["recompute"] if values["recompute"] in RECOMPUTE else None
+    name = values["model"]
+    if name in CARD_NAMES:  # a published card: its shape and its memory choices
+        shape, choices = model_card(name).shape(), dict(model_card(name).memory_choices)
+    else:
+        shape, choices = MODEL_CARDS[name], {}
     result = size(
-        MODEL_CARDS[values["model"]],
-        int(values["global batch"]),
-        hardware,
-        recompute=recompute,
-        top=1,
+        shape, int(values["global batch"]), hardware, recompute=recompute, top=1, **choices
     )
     if result.best is None:
         return Expected({}, refusal="no configuration fits")

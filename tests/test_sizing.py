@@ -71,6 +71,7 @@ def test_each_published_configuration_fits_an_a100_80gb_with_full_recomputation(
         *("--intra-node-gbps", "300", "--inter-node-gbps", "25"),
         *("--tp", row["tensor_parallel_size"], "--pp", row["pipeline_parallel_size"]),
         *("--recompute", "full", "--microbatch-size", "1", "--top", "1"),
+        *("--attention", "standard", "--no-sequence-parallel"),  # the 2021 runs' kernels
     )
     assert status == 0 and out["fits"] is True
     assert out["params"] == total_parameters(shape)
@@ -122,8 +123,11 @@ def test_json_keys(capsys):
 def test_a_model_that_fits_one_gpu_runs_without_a_pipeline():
     # 4 GPUs on one node, a model of a few MB: every split fits. With 1024 samples a step
     # pp = 1 has no bubble, tp = 1 no all-reduce inside layers, and the gradient
-    # all-reduce is small next to the compute: pure data parallelism wins.
-    result = size(SMALL, 1024, Hardware(4, utilisation=0.5), top=1)  # FLOPs at 50% of peak
+    # all-reduce is small next to the compute: pure data parallelism wins. Gradients in
+    # bf16 (2 bytes a parameter, as the hand count below; Megatron's fp32 ones double the
+    # all-reduce).
+    hardware = Hardware(4, utilisation=0.5)  # FLOPs at 50% of peak
+    result = size(SMALL, 1024, hardware, top=1, gradient_bytes=2, attention="standard")
     best = result.best.config
     assert (best.tp, best.pp, best.dp, best.recompute) == (1, 1, 4, "none")
     # Its step by hand: m = 1024 / (4 b) micro-batches of b samples, each F + B over all
@@ -184,7 +188,6 @@ def test_tp_that_does_not_split_the_heads_is_rejected_by_the_search():
         (["--tp", "8", "--gpus-per-node", "16", "--gpus", "16"], "tp = 8 must divide heads = 12"),
         (["--pp", "3"], "pp = 3 must divide the 8 GPUs"),
         (["--pp", "8", "--tp", "1"], "pp = 8 needs a layer per stage"),
-        (["--top", "-1"], "--top must be >= 0"),
         (["--gpu-memory-gb", "0.001"], "no configuration fits; the closest is tp = "),
     ],
 )
@@ -265,12 +268,26 @@ def test_interleaving_tries_each_v_that_splits_the_layers_evenly():
     assert 3 in tried
 
 
+INTERLEAVED = ("interleaved-1f1b", "interleaved-zb")
+
+
+def runs(name: str, p: int, m: int, v) -> bool:
+    """Whether the builder takes (p, m, v) (interleaved: PyTorch's rounds)."""
+    try:
+        check_rule(name, p, m, v)
+    except ValueError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("name", SIZING_SCHEDULES)
 def test_activations_held_are_those_of_m_equal_2p_for_longer_m(name):
-    for v in range(2, MAX_EVEN_CHUNKS + 1) if name == "interleaved-1f1b" else (None,):
+    # Interleaved schedules at an m that is not a multiple of p run rounds of another
+    # size, and are counted on their own schedule: held_frontier must still be exact.
+    for v in range(2, MAX_EVEN_CHUNKS + 1) if name in INTERLEAVED else (None,):
         for p in range(2, 7):
             for m in range(2 * p, 5 * p + 1):
-                if name == "interleaved-1f1b" and m % p:
+                if not runs(name, p, m, v):
                     continue
                 assert held_frontier(name, p, m, v) == _frontier(name, p, m, v), (name, v, p, m)
 
@@ -278,7 +295,7 @@ def test_activations_held_are_those_of_m_equal_2p_for_longer_m(name):
 def test_held_frontier_peak_equals_the_timeline_with_uneven_stage_bytes():
     shape = ModelShape(layers=16, hidden=128, heads=4, vocab=5000, seq_len=64)
     for name in SIZING_SCHEDULES:
-        for v in CHUNKS[:2] if name == "interleaved-1f1b" else (None,):
+        for v in CHUNKS[:2] if name in INTERLEAVED else (None,):
             result = size(
                 shape,
                 48,
@@ -292,7 +309,7 @@ def test_held_frontier_peak_equals_the_timeline_with_uneven_stage_bytes():
             option = next(o for o in result.ranked if o.config.v == v)
             c = option.config
             timeline = simulate(schedule_of(name, 4, c.num_microbatches, v))  # unit costs
-            ranks = peak_memory(timeline, shape, parallel_of(c))
+            ranks = peak_memory(timeline, shape, parallel_of(c, layout=result.layout))
             assert max(r.total for r in ranks) == pytest.approx(option.memory_bytes, rel=1e-12)
 
 
@@ -301,7 +318,7 @@ def test_top_k_is_the_head_of_the_full_ranking_and_bounds_hold():
     top = size(SMALL, 64, Hardware(8, gpus_per_node=4), top=5)
     for option in every.ranked:  # the bound the pruning relies on
         values = option.costs.per_stage(len(option.costs.F))  # the Costs it was simulated with
-        bound = _lower_bound(option, values, SMALL, every.hardware)
+        bound = _lower_bound(option, values, SMALL, every.hardware, every.layout)
         assert bound <= option.step_time_s * (1 + 1e-12)
     assert [o.config for o in top.ranked] == [o.config for o in every.ranked[:5]]
     assert top.not_ranked == len(every.ranked) - 5
@@ -316,23 +333,23 @@ def test_bounds_hold_on_a_deeper_pipeline_across_nodes():
     assert {o.config.schedule for o in every.ranked} >= set(SIZING_SCHEDULES)
     for option in every.ranked:
         values = option.costs.per_stage(len(option.costs.F))
-        bound = _lower_bound(option, values, shape, hardware)
+        bound = _lower_bound(option, values, shape, hardware, every.layout)
         assert bound <= option.step_time_s * (1 + 1e-12), option.config
 
 
 @pytest.mark.parametrize("name", SIZING_SCHEDULES)
 def test_each_rank_s_last_step_is_that_of_m_equal_2p_for_longer_m(name):
-    for v in range(2, MAX_EVEN_CHUNKS + 1) if name == "interleaved-1f1b" else (None,):
+    for v in range(2, MAX_EVEN_CHUNKS + 1) if name in INTERLEAVED else (None,):
         for p in range(2, 7):
             for m in range(2 * p, 5 * p + 1):
-                if name == "interleaved-1f1b" and m % p:
+                if not runs(name, p, m, v):
                     continue
                 built = build(name, p, m, v)
                 last = tuple(
                     tuple((stage, kind) for stage, kind, _ in row[-1].parts)
                     for row in built.actions
                 )
-                assert last_actions(name, p, v) == last, (name, v, p, m)
+                assert last_actions(name, p, v, m) == last, (name, v, p, m)
 
 
 def test_default_links_are_the_nominal_figures_of_data_links_csv():
@@ -355,7 +372,9 @@ def test_a_stage_boundary_across_nodes_pays_the_inter_node_link():
     # F0, send, F1, B1, send back, B0; each message is s h 2 bytes at 1 GB/s.
     shape = ModelShape(layers=2, hidden=256, heads=8, vocab=1000, seq_len=128)
     hardware = Hardware(2, gpus_per_node=1, inter_node_gbps=1.0, utilisation=0.5)
-    result = size(shape, 1, hardware, tp=1, pp=2, recompute="none", schedules=("1f1b",))
+    result = size(
+        shape, 1, hardware, tp=1, pp=2, recompute="none", schedules=("1f1b",), attention="standard"
+    )
     best = result.best
     assert best.config.num_microbatches == 1 and best.config.schedule == "1f1b"
     s, h, V = 128, 256, 1000
@@ -370,7 +389,10 @@ def test_tensor_parallelism_pays_four_all_reduces_a_layer():
     # tp = 2 on one node: each rank does half the FLOPs, and each layer all-reduces its
     # (s, h) output twice forward and twice backward, 2 (2-1)/2 * s h 2 bytes.
     shape = ModelShape(layers=2, hidden=256, heads=8, vocab=1000, seq_len=128)
-    result = size(shape, 1, Hardware(2, utilisation=0.5), tp=2, recompute="none")
+    # (With sequence parallelism, the default, each all-reduce is an all-gather and a
+    # reduce-scatter: the same bytes.) Standard attention: the FLOPs of the hand count.
+    hardware = Hardware(2, utilisation=0.5)
+    result = size(shape, 1, hardware, tp=2, recompute="none", attention="standard")
     best = result.best
     assert (best.config.tp, best.config.pp, best.config.num_microbatches) == (2, 1, 1)
     s, h, V = 128, 256, 1000
@@ -384,7 +406,7 @@ def test_tensor_parallelism_pays_four_all_reduces_a_layer():
 
 @pytest.mark.parametrize("name", SIZING_SCHEDULES)
 def test_rule_check_without_building_agrees_with_the_builder(name):
-    for v in range(2, MAX_EVEN_CHUNKS + 1) if name == "interleaved-1f1b" else (None,):
+    for v in range(2, MAX_EVEN_CHUNKS + 1) if name in INTERLEAVED else (None,):
         for p in range(2, 6):
             for m in range(1, 5 * p):
                 try:
@@ -444,3 +466,151 @@ def test_route_length_without_building_is_the_built_schedule_s_route(name):
         for v in CHUNKS if SCHEDULES[name].chunks == "any" else (None,):
             built = build(name, p, 2 * p, v)
             assert route_length(name, p, v) == len(built.route(0)), (p, v)
+
+
+# ----- today's jobs: model cards, ZeRO stages, expert and context parallelism -------------
+
+SMALL_ARGV = ("--layers", "8", "--hidden", "256", "--heads", "8", "--vocab", "1000")
+SMALL_ARGV += ("--seq-len", "128")
+
+
+def test_a_model_card_gives_the_shape_and_its_training_sequence_length(capsys):
+    argv = ("--model", "llama3-8b", "--global-batch", "64", "--gpus", "8")
+    argv += ("--tp", "8", "--pp", "1", "--top", "1", "--microbatch-size", "1")
+    status = main(["size", *argv])
+    out = capsys.readouterr().out
+    assert status == 0 and "32 layers, hidden 4096, 32 heads" in out and "sequence 8192" in out
+    status = main(["size", *argv, "--seq-len", "4096"])  # a flag overrides the card
+    assert status == 0 and "sequence 4096" in capsys.readouterr().out
+    status, data = run_json(capsys, *argv)
+    assert abs(data["params"] / 8.03e9 - 1) < 0.015  # Llama 3 8B's model page: 8.03B
+    assert "active_params" not in data  # a dense model
+
+
+def test_without_a_card_every_shape_flag_is_required_in_one_line(capsys):
+    status = main(
+        ["size", "--layers", "8", "--hidden", "256", "--global-batch", "8", "--gpus", "8"]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert "give --model or all of --layers --hidden --heads --vocab --seq-len" in err
+    assert "(missing --heads --vocab --seq-len)" in err
+
+
+def test_an_moe_card_reports_its_active_parameters_whether_or_not_it_fits(capsys):
+    argv = ("--model", "mixtral-8x7b", "--global-batch", "64", "--gpus", "8", "--top", "1")
+    status, data = run_json(capsys, *argv, "--gpu-memory-gb", "1")  # nothing fits in 1 GB
+    assert status == 2 and data["fits"] is False
+    # Mixtral 8x7B: 46.7B parameters, 12.9B active (Mistral AI's announcement)
+    assert abs(data["params"] / 46.7e9 - 1) < 0.015
+    assert abs(data["active_params"] / 12.9e9 - 1) < 0.015
+
+
+def _ranks(shape, **fixed):
+    hardware = Hardware(32, gpu_memory_gb=10_000)  # the counts, not the fit, are tested
+    result = size(shape, 64, hardware, tp=1, pp=4, microbatch_size=1, top=1, **fixed)
+    return result, {r.rank: r for r in result.memory(result.best)}
+
+
+def test_expert_parallelism_keeps_experts_over_ep_of_each_rank():
+    # Mixtral's shape at 1k tokens: pipeline rank 1 holds 8 of the 32 layers; each layer has
+    # 8 experts of 3 matrices h x f (SwiGLU, h = 4096, f = 14336). With ep = 8 a rank keeps
+    # one expert per layer: 8 layers x 7 experts x 3 h f fewer parameters.
+    shape = ModelShape(
+        32,
+        4096,
+        32,
+        32000,
+        1024,
+        kv_heads=8,
+        ffn_hidden=14336,
+        gated_mlp=True,
+        norm="rmsnorm",
+        linear_bias=False,
+        experts=8,
+        experts_per_token=2,
+        tied_embeddings=False,
+        position_embeddings=False,
+    )
+    _, one = _ranks(shape, ep=1, recompute="full", zero=1)
+    result, eight = _ranks(shape, ep=8, recompute="full", zero=1)
+    assert result.best.config.ep == 8
+    assert one[1].parameter_count - eight[1].parameter_count == 8 * 7 * 3 * 4096 * 14336
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_zero_stages_shard_the_state_as_trainers_keep_it(zero):
+    # Megatron's bytes: 2 of bf16 weights, 4 of fp32 gradients, 4 + 4 + 4 of master weights
+    # and Adam moments, by hand per stage: stage 1 shards the 12, stage 2 the 4 too,
+    # stage 3 the 2 as well (and gathers two layers whole, not counted here).
+    result = size(SMALL, 64, Hardware(8), tp=1, pp=2, zero=zero, microbatch_size=1, top=1)
+    best = result.best
+    n, dp = best.breakdown.parameter_count, best.config.dp
+    assert dp == 4
+    assert best.breakdown.optimizer == pytest.approx(12 * n / (dp if zero >= 1 else 1))
+    assert best.breakdown.gradients == pytest.approx(4 * n / (dp if zero >= 2 else 1))
+    if zero < 3:
+        assert best.breakdown.parameters == pytest.approx(2 * n)
+    else:
+        assert 2 * n / dp < best.breakdown.parameters < 2 * n
+
+
+def test_bf16_gradients_and_moments_are_flags(capsys):
+    argv = (*SMALL_ARGV, "--global-batch", "16", "--gpus", "4", "--tp", "1", "--pp", "1")
+    argv += ("--microbatch-size", "1", "--top", "1")
+    _, fp32 = run_json(capsys, *argv)
+    _, bf16 = run_json(capsys, *argv, "--grad-dtype", "bf16", "--adam-moments", "bf16")
+    n = fp32["best"]["memory_breakdown_bytes"]["parameter_count"]
+    assert fp32["best"]["memory_breakdown_bytes"]["gradients"] == 4 * n
+    assert bf16["best"]["memory_breakdown_bytes"]["gradients"] == 2 * n
+    assert fp32["best"]["memory_breakdown_bytes"]["optimizer"] == 12 * n
+    assert bf16["best"]["memory_breakdown_bytes"]["optimizer"] == 8 * n  # fp32 master + 2 + 2
+
+
+def test_context_parallelism_splits_each_sequence_and_needs_flash_attention(capsys):
+    argv = (*SMALL_ARGV, "--global-batch", "16", "--gpus", "8", "--tp", "1", "--pp", "1")
+    argv += ("--microbatch-size", "1", "--top", "1", "--recompute", "none")
+    _, one = run_json(capsys, *argv)
+    _, two = run_json(capsys, *argv, "--cp", "2")
+    assert two["best"]["cp"] == 2 and two["split"] == {"tp": 1, "pp": 1, "dp": 4}
+    acts = [d["best"]["memory_breakdown_bytes"]["activations"] for d in (one, two)]
+    assert acts[1] < 0.6 * acts[0]  # the layers' activations halve; the logits too
+    status = main(["size", *argv, "--cp", "2", "--attention", "standard"])
+    err = capsys.readouterr().err
+    assert status == 2 and "cp = 2 needs attention='flash'" in err
+
+
+def test_sequence_parallelism_is_on_by_default_and_can_be_switched_off(capsys):
+    argv = (*SMALL_ARGV, "--global-batch", "16", "--gpus", "8", "--tp", "8", "--pp", "1")
+    argv += ("--microbatch-size", "1", "--top", "1", "--recompute", "none")
+    _, on = run_json(capsys, *argv)
+    _, off = run_json(capsys, *argv, "--no-sequence-parallel")
+    acts = [d["best"]["memory_breakdown_bytes"]["activations"] for d in (on, off)]
+    assert acts[0] < acts[1]  # the norms' and dropouts' activations split over tp
+
+
+def test_a_hugging_face_config_json_is_a_model_card(tmp_path, capsys):
+    # Llama 3 8B's own config fields (Hugging Face names), written to a file: the same
+    # shape and count as the built-in card; its max_position_embeddings is the sequence.
+    config = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 8192,
+        "hidden_act": "silu",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    argv = ("--global-batch", "64", "--gpus", "8", "--tp", "8", "--pp", "1", "--top", "1")
+    _, from_file = run_json(capsys, "--model", str(path), *argv)
+    _, from_card = run_json(capsys, "--model", "llama3-8b", *argv)
+    assert from_file["params"] == from_card["params"]
+    assert abs(from_file["params"] / 8.03e9 - 1) < 0.015
+    status = main(["size", "--model", str(tmp_path / "missing.json"), *argv])
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot read config" in err and len(err.strip().splitlines()) == 1

@@ -95,3 +95,19 @@ def test_layout_wraps_controls_and_shows_a_sharp_picture(calculator):
     assert len(controls.children) == len(calculator.controls)
     check_controls(controls)
     check_picture(calculator.image)
+
+
+def test_the_model_picker_offers_today_s_cards_with_their_memory_choices():
+    from ppbook.cost_model.model_cards import model_card
+    from ppbook.widgets.sizing_explorer import MODELS
+
+    assert {"llama3-8b", "mixtral-8x7b", "deepseek-v3"} <= set(MODELS)
+    picker = sizing_calculator(model="llama3-8b", gpu="H100 SXM 80 GB", gpus=8, global_batch=64)
+    card = model_card("llama3-8b")
+    assert picker.result.shape == card.shape() and picker.result.shape.seq_len == 8192
+    assert f"{picker.result.params / 1e9:.1f}B parameters" in picker.readout.value
+    want = size(card.shape(), 64, Hardware(8, utilisation=0.5), top=TOP)
+    assert [o.config for o in picker.result.ranked] == [o.config for o in want.ranked]
+    picker.update(model="deepseek-v3", gpus=1024, global_batch=1024)
+    layout = picker.result.layout  # DeepSeek-V3's report: BF16 Adam moments, recomputation
+    assert layout.moment_bytes == 2 and layout.recompute_norm and layout.recompute_mla_up

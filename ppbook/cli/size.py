@@ -13,37 +13,47 @@ from __future__ import annotations
 import argparse
 import json
 
+from ppbook.cli.size_input import DTYPE_BYTES, count, figure, layout_of, shape_of
 from ppbook.cost_model.gpu_cards import GPU_TYPES
 from ppbook.cost_model.layer_time import ATTENTION
-from ppbook.cost_model.memory_bytes import RECOMPUTE, ModelShape
-from ppbook.cost_model.search_costs import GB, Hardware
+from ppbook.cost_model.memory_bytes import RECOMPUTE
+from ppbook.cost_model.model_cards import MODEL_CARDS
+from ppbook.cost_model.search_costs import GB, MAX_GPUS, Hardware
 from ppbook.cost_model.search_result import SizingResult
-from ppbook.cost_model.sizing_search import SIZING_SCHEDULES, size
+from ppbook.cost_model.sizing_search import EXTRA_SCHEDULES, SIZING_SCHEDULES, size
 
 EPILOG = """\
-schedules searched: 1f1b, interleaved-1f1b (v = 2, 4, 8 and any v up to 8 that
-splits the layers evenly), zb-h1, zb-h2, zb-v, dualpipev (pp = 1: no pipeline, 1f1b
-alone); micro-batch sizes 1, 2, 4, 8.
+schedules searched: 1f1b, interleaved-1f1b and interleaved-zb (v = 2, 4, 8 and any v
+up to 8 that splits the layers evenly; every m PyTorch runs), zb-h1, zb-h2, zb-v,
+v-half, v-min, dualpipev (pp = 1: no pipeline, 1f1b alone); --schedule dualpipe too;
+micro-batch sizes 1, 2, 4, 8; ep over the divisors of dp that divide the experts.
 time model (ppbook.cost_model.search_costs), seconds:
   compute      each pass from the GPU model (ppbook.cost_model.layer_time, `ppbook layer`):
                GEMMs at an efficiency growing with their shapes, attention
-               (--attention) and element-wise work on the card's peak and HBM
-               bandwidth, calibrated on an H200; with --utilisation instead
-               FLOPs (Zero Bubble paper, Table 1) / (TFLOPS * utilisation)
-  step work    per micro-batch the gradients accumulated (6 bytes a parameter),
-               the embedding on the first stage (ppbook.cost_model.step_work)
-  tensor par.  per layer 2 ring all-reduces of b*s*h*2 bytes forward, 2 backward
-               (+2 with full recomputation), +1 on the first stage (the embedding)
-               and +1 on the last (the head),
-               intra-node link at 0.8 of its bandwidth (NCCL), not overlapped
-  pipeline     b*s*h*2 bytes per stage boundary on the link it crosses (pipeline
-               rank r of a replica on device r*tp), queued per link, overlapped
-  data par.    a ring all-reduce of the fullest GPU's 16-bit gradients after the
-               step, not overlapped, at 0.8 of the link (a node's ports for the
-               group's members in it); then the Adam step (52 bytes a parameter)
-memory: parameters, gradients and Adam state (16 bytes per parameter, ZeRO-1
-divides the 12 of the optimizer) and the activations the schedule holds at its
-peak (Korthikanti et al. 2022); buffers and fragmentation are not counted."""
+               (--attention; flash recomputes in its backward) and element-wise work
+               on the card's peak and HBM bandwidth, calibrated on an H200; with
+               --utilisation instead FLOPs / (TFLOPS * utilisation)
+  step work    per micro-batch the gradients accumulated, the embedding on the first
+               stage (ppbook.cost_model.step_work)
+  tensor par.  per layer 2 all-reduces of b*s*h*2 bytes forward, 2 backward (+2 with
+               full recomputation); with sequence parallelism all-gathers and
+               reduce-scatters of the same bytes; +1 on the first and last stages;
+               on NVLink at 0.8 of its bandwidth (NCCL), not overlapped
+  experts      per MoE layer 2 all-to-alls of tokens*k*h*2 bytes forward, 2 backward,
+               (ep-1)/ep leaving the rank, on the links the ep group spans
+  context par. ring attention: each rank's K and V round the cp ranks, per layer
+  pipeline     b*s*h*2/cp bytes per stage boundary, sent in tp pieces (Megatron's
+               scatter/gather), on the link it crosses, queued per link, overlapped
+  data par.    by ZeRO stage: an all-reduce of the gradients (0), a reduce-scatter and
+               an all-gather of the parameters (1), per micro-batch (2), and FSDP's
+               two all-gathers per micro-batch (3); not overlapped, at 0.8 of the link
+               (one NIC per GPU: rails); then the Adam step
+memory: parameters, gradients and Adam state (18 bytes per parameter: bf16 weights,
+fp32 gradients, fp32 master weights and moments; --grad-dtype, --adam-moments; ZeRO
+shards them over dp, expert weights over dp/ep) and the activations the schedule holds at
+its peak (Korthikanti et al. 2022; flash attention keeps no s x s scores); buffers and
+fragmentation are not counted. Limits: --gpus <= 1,048,576; counts <= 10^9; GPU
+figures between 0.001 and 10^6; schedules within ppbook.limits (rejected otherwise)."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -52,28 +62,50 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "size",
         help="find the parallel splits and schedules that fit a model, fastest first",
         description=(
-            "Size a training job: every tp * pp * dp = --gpus split (tp inside a node),\n"
-            "schedule, v, micro-batch size b and recomputation mode with global batch =\n"
-            "dp * m * b; memory per GPU from the activations the schedule holds (simulated\n"
-            "order), step time from the simulator plus a data-parallel ring all-reduce.\n"
-            "GB = 10^9 bytes; times in seconds; bubble f = idle / total of the pipeline.\n"
+            "Size a training job: every tp * cp * pp * dp = --gpus split (tp inside a node,\n"
+            "ep inside dp), schedule, v, micro-batch size b and recomputation mode with\n"
+            "global batch = dp * m * b; memory per GPU from the activations the schedule\n"
+            "holds (simulated order), step time from the simulator plus the data-parallel\n"
+            "collectives. GB = 10^9 bytes; times in seconds; bubble f = idle / total.\n"
             "Defaults: an 8-GPU H100 SXM node (80 GB, 989 dense BF16 TFLOPS from NVIDIA's\n"
-            "H100 datasheet, NVLink 4 at 450 GB/s and InfiniBand NDR 400 Gb/s = 50 GB/s\n"
-            "per GPU and direction: data/links.csv); --gpu-type picks another card\n"
-            "(ppbook/data/gpu_cards.json), whose figures the flags below override."
+            "H100 datasheet, NVLink 4 at 450 GB/s and one InfiniBand NDR 400 Gb/s = 50 GB/s\n"
+            "NIC per GPU and direction, rails: data/links.csv); --gpu-type picks another\n"
+            "card (ppbook/data/gpu_cards.json), whose figures the flags below override.\n"
+            "FlashAttention and sequence parallelism are on; --attention standard\n"
+            "--no-sequence-parallel reproduce Megatron-LM's 2021 runs."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    model = parser.add_argument_group("the model (a GPT-style transformer, MLP 4h)")
+    model = parser.add_argument_group(
+        "the model: a card (--model), whose fields the flags below override, or a GPT-style "
+        "transformer given by all of --layers --hidden --heads --vocab --seq-len"
+    )
+    model.add_argument(
+        "--model",
+        metavar="|".join(MODEL_CARDS) + "|PATH",
+        help="a model card, or a Hugging Face config.json (its training sequence length is "
+        "the default --seq-len)",
+    )
     for flag, text in (
         ("--layers", "number of transformer layers L"),
         ("--hidden", "hidden size h"),
         ("--heads", "attention heads a"),
         ("--vocab", "vocabulary size V"),
         ("--seq-len", "sequence length s (tokens per sample)"),
+        ("--kv-heads", "key/value heads (grouped-query attention; default: --heads)"),
+        ("--ffn-hidden", "the MLP's width (default 4h, or the card's)"),
+        ("--experts", "routed experts of each MoE layer (0: dense)"),
+        ("--top-k", "experts each token is routed to"),
     ):
-        model.add_argument(flag, type=int, required=True, help=text)
+        minimum = 0 if flag == "--experts" else 1
+        model.add_argument(flag, type=count(flag, minimum), default=None, help=text)
+    model.add_argument(
+        "--swiglu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a SwiGLU MLP of three matrices (gate, up, down; default: the card's, else no)",
+    )
     model.add_argument(
         "--untied", action="store_true", help="output head not tied to the input embeddings"
     )
@@ -83,9 +115,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="no learned position embeddings (rotary ones, as Llama's, have no parameters)",
     )
     job = parser.add_argument_group("the job and the cluster")
-    job.add_argument("--global-batch", type=int, required=True, help="samples per step B")
-    job.add_argument("--gpus", type=int, required=True, help="number of GPUs N")
-    job.add_argument("--gpus-per-node", type=int, default=8, help="default %(default)s")
+    job.add_argument(
+        "--global-batch", type=count("--global-batch"), required=True, help="samples per step"
+    )
+    job.add_argument(
+        "--gpus", type=count("--gpus", 1, MAX_GPUS), required=True, help="number of GPUs N"
+    )
+    job.add_argument(
+        "--gpus-per-node",
+        type=count("--gpus-per-node", 1, MAX_GPUS),
+        default=8,
+        help="default %(default)s",
+    )
     job.add_argument(
         "--gpu-type",
         choices=GPU_TYPES,
@@ -101,13 +142,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         ),
         (
             "--inter-node-gbps",
-            "GB/s per GPU and direction between nodes (default: the card's node, IB NDR 50)",
+            "GB/s per GPU and direction between nodes, one NIC per GPU (default: the "
+            "card's node, IB NDR 50)",
         ),
     ):
-        job.add_argument(flag, type=float, default=None, help=text)
+        job.add_argument(flag, type=figure(flag), default=None, help=text)
     job.add_argument(
         "--utilisation",
-        type=float,
+        type=figure("--utilisation", 1e-3, 1.0),
         default=None,
         help="override the GPU model: every pass at this fraction of peak FLOP/s (FLOPs of "
         "the Zero Bubble paper's Table 1); it scales compute only, bubbles and "
@@ -131,21 +173,77 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "off with flash",
     )
     fixed = parser.add_argument_group("fix part of the answer (default: search)")
-    fixed.add_argument("--tp", type=int, help="tensor-parallel size")
-    fixed.add_argument("--pp", type=int, help="pipeline-parallel size")
+    fixed.add_argument("--tp", type=count("--tp", 1, MAX_GPUS), help="tensor-parallel size")
+    fixed.add_argument("--pp", type=count("--pp", 1, MAX_GPUS), help="pipeline-parallel size")
+    fixed.add_argument(
+        "--ep",
+        type=count("--ep", 1, MAX_GPUS),
+        help="expert-parallel size, inside the data-parallel group (default: search the "
+        "divisors of dp that divide the experts; 1 for a dense model)",
+    )
+    fixed.add_argument(
+        "--cp",
+        type=count("--cp", 1, MAX_GPUS),
+        default=1,
+        help="context-parallel size: each sequence split over cp GPUs, ring attention "
+        "(default %(default)s)",
+    )
     fixed.add_argument(
         "--schedule",
-        choices=SIZING_SCHEDULES,
+        choices=SIZING_SCHEDULES + tuple(n for n in EXTRA_SCHEDULES if n not in SIZING_SCHEDULES),
         help="the schedule (with pp = 1 there is no pipeline: gradient accumulation)",
     )
-    fixed.add_argument("--microbatch-size", type=int, help="micro-batch size b")
+    fixed.add_argument(
+        "--microbatch-size", type=count("--microbatch-size"), help="micro-batch size b"
+    )
     fixed.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation")
-    fixed.add_argument("--sequence-parallel", action="store_true", help="with tp")
-    fixed.add_argument("--zero", type=int, choices=(0, 1), default=0, help="ZeRO stage")
+    fixed.add_argument(
+        "--sequence-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="sequence parallelism with tp (default on)",
+    )
+    state = parser.add_argument_group("bytes a parameter keeps (default: Megatron's, 18)")
+    state.add_argument(
+        "--zero",
+        type=int,
+        choices=(0, 1, 2, 3),
+        default=None,
+        help="ZeRO stage: 1 optimizer state sharded over dp (Megatron's distributed "
+        "optimizer), 2 gradients too, 3 parameters too (FSDP) (default 0)",
+    )
+    state.add_argument(
+        "--grad-dtype",
+        choices=tuple(DTYPE_BYTES),
+        default=None,
+        help="gradients kept in fp32 (Megatron's main gradients, the default) or bf16",
+    )
+    state.add_argument(
+        "--adam-moments",
+        choices=tuple(DTYPE_BYTES),
+        default=None,
+        help="Adam's two moments in fp32 (default) or bf16 (DeepSeek-V3; the card's "
+        "choice with --model deepseek-v3)",
+    )
+    state.add_argument(
+        "--recompute-norms",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="recompute the norms in the backward (DeepSeek-V3; default: the card's)",
+    )
+    state.add_argument(
+        "--recompute-mla-up",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="recompute MLA's up-projections in the backward (DeepSeek-V3; default: the card's)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument(
-        "--top", type=int, default=10, help="options ranked (default %(default)s; 0: all)"
+        "--top",
+        type=count("--top", 0),
+        default=10,
+        help="options ranked (default %(default)s; 0: all)",
     )
     parser.set_defaults(handler=run)
     return parser
@@ -153,15 +251,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the search and print it; a job that fits nowhere is a ValueError (exit 2)."""
-    shape = ModelShape(
-        layers=args.layers,
-        hidden=args.hidden,
-        heads=args.heads,
-        vocab=args.vocab,
-        seq_len=args.seq_len,
-        tied_embeddings=not args.untied,
-        position_embeddings=not args.no_position_embeddings,
-    )
+    shape, choices = shape_of(args)
     hardware = Hardware(
         num_gpus=args.gpus,
         gpu_memory_gb=args.gpu_memory_gb,
@@ -172,30 +262,40 @@ def run(args: argparse.Namespace) -> int:
         inter_node_gbps=args.inter_node_gbps,
         gpu_type=args.gpu_type,
     )
-    if args.top < 0:
-        raise ValueError(f"--top must be >= 0 (0: rank all), got {args.top}")
     result = size(
         shape,
         args.global_batch,
         hardware,
         tp=args.tp,
         pp=args.pp,
+        ep=args.ep,
+        cp=args.cp,
         microbatch_size=args.microbatch_size,
         recompute=args.recompute,
         sequence_parallel=args.sequence_parallel,
-        zero=args.zero,
         top=args.top or None,
         schedules=(args.schedule,) if args.schedule else SIZING_SCHEDULES,
         attention=args.attention,
         dropout=args.dropout,
+        **layout_of(args, choices),
     )
     if args.json:
-        print(json.dumps(result.as_dict(), indent=1))
+        print(as_json(result.as_dict()))
     else:
         print(report(result))
     if result.best is None:
         raise ValueError(nothing_fits(result))
     return 0
+
+
+def as_json(data: dict) -> str:
+    """``data`` as standard JSON (no NaN or Infinity: a ValueError names the first)."""
+    try:
+        return json.dumps(data, indent=1, allow_nan=False)
+    except ValueError:
+        raise ValueError(
+            "the result holds a number that is not finite; check the figures given"
+        ) from None
 
 
 def nothing_fits(result: SizingResult) -> str:
@@ -211,7 +311,9 @@ def report(result: SizingResult) -> str:
     """The ranked table, the best option's memory breakdown, the rejections by reason."""
     shape, hw = result.shape, result.hardware
     lines = [
-        f"model: {result.params / 1e9:.1f}B parameters ({shape.layers} layers, hidden "
+        f"model: {result.params / 1e9:.1f}B parameters"
+        + (f", {result.active_params / 1e9:.1f}B active" if result.active_params else "")
+        + f" ({shape.layers} layers, hidden "
         f"{shape.hidden}, {shape.heads} heads, vocabulary {shape.vocab}, sequence {shape.seq_len})",
         f"job: global batch {result.global_batch} on {hw.num_gpus} GPUs of "
         f"{hw.gpu_type} ({hw.gpu_memory_gb:g} GB, {hw.tflops:g} TFLOPS, "

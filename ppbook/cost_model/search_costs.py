@@ -27,18 +27,27 @@ The time model, in seconds, stated once (every number the search prints comes fr
   of the link), not overlapped with compute; the embedding's output and the head's input
   gradient add one each on the first and last parts. With sequence parallelism the
   all-gather and reduce-scatter that replace each all-reduce move the same bytes.
-- **pipeline transfers**: each stage boundary sends the (b, s, h) activation forward and
-  its gradient backward, ``b s h e`` bytes (:func:`ppbook.links.boundary_bytes`), on the
-  link it crosses. Pipeline rank r of a replica sits on device ``r * tp`` (tensor-parallel
-  ranks innermost, then pipeline ranks, then replicas), in nodes of ``gpus_per_node``
-  devices (:class:`ppbook.links.Topology`); messages on one link queue (contention) and
-  sends overlap compute.
-- **data parallelism**: after the pipeline has drained, a ring all-reduce of the busiest
-  rank's 16-bit gradients, ``2 (dp-1)/dp * 2 * parameters`` bytes, at NCCL's bus
-  bandwidth: on the intra-node link when all the GPUs share one node, otherwise over as
-  many network ports per node as the group has members there
-  (:func:`ppbook.cost_model.step_work.dp_link_gbps`); not overlapped (as in Megatron-LM's 2021 runs;
-  later frameworks overlap most of it with the backward), and then the optimizer step.
+- **expert parallelism** (``ep`` ranks inside the data-parallel group): each MoE layer's
+  dispatch and combine all-to-alls, forward and backward
+  (:func:`ppbook.cost_model.step_work.ep_collectives`), on the links the group spans;
+  **context parallelism** (``cp`` ranks): ring attention's exchange of keys and values
+  (:func:`ppbook.cost_model.step_work.cp_collectives`); both not overlapped.
+- **pipeline transfers**: each stage boundary sends the (b, s/cp, h) activation forward
+  and its gradient backward, ``b s h e / cp`` bytes (:func:`ppbook.links.boundary_bytes`),
+  in ``tp`` pieces, one from each tensor-parallel rank over its own link (Megatron-LM's
+  scatter/gather), on the link it crosses. Pipeline rank r of a replica sits on device
+  ``r * tp * cp`` (tensor-parallel ranks innermost, then context-parallel, then pipeline
+  ranks, then replicas), in nodes of ``gpus_per_node`` devices
+  (:class:`ppbook.links.Topology`); messages on one link queue (contention) and sends
+  overlap compute.
+- **data parallelism**: after the pipeline has drained, the fullest rank's collectives by
+  ZeRO stage (:func:`ppbook.cost_model.step_work.dp_collectives`: an all-reduce of its
+  gradients without ZeRO; a reduce-scatter of them and an all-gather of the parameters
+  with ZeRO-1, per micro-batch with ZeRO-2, FSDP's two all-gathers a micro-batch with
+  ZeRO-3), at NCCL's bus bandwidth: on NVLink when the group shares one node, otherwise
+  over one NIC per member in each node (rails, :func:`ppbook.links.collective_gbps`);
+  not overlapped (as in Megatron-LM's 2021 runs; later frameworks overlap most of it with
+  the backward: an upper bound), and then the optimizer step.
 
 Activations held (:func:`held_frontier`): the simulator keeps a micro-batch's activations
 on a rank from the start of its ``F`` to the end of its ``B`` (or ``W``), and
@@ -57,6 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ppbook import limits
 from ppbook.checks import as_count, as_quantity
 from ppbook.cost_model.gpu_cards import gpu_card
 from ppbook.cost_model.layer_time import Device
@@ -65,7 +75,8 @@ from ppbook.cost_model.step_work import collective_allreduce_s, dp_link_gbps
 from ppbook.costs import Costs
 from ppbook.links import boundary_bytes
 from ppbook.pipeline_schedule import Schedule
-from ppbook.schedules import build
+from ppbook.schedules import SCHEDULES, build
+from ppbook.schedules.interleaved import rounds
 from ppbook.simulate import simulate
 from ppbook.timeline import Timeline
 
@@ -125,12 +136,29 @@ GPU_CARDS = {
 """An 8-GPU node's memory, peak TFLOPS and links, by name (chapter 8's calculator)."""
 
 
+MAX_GPUS = 2**20
+"""The most GPUs (and GPUs per node) a search takes: 1,048,576. The search enumerates
+the divisors of the count, so a stated cap keeps every answer to seconds."""
+FIGURE_RANGE = (1e-3, 1e6)
+"""The range a GPU's figures must lie in: memory in GB, TFLOPS, GB/s (from a thousandth to
+a million); outside it times and bytes leave the numbers a GPU has, or a float's range."""
+
+
+def _figure(value: object, name: str) -> float:
+    low, high = FIGURE_RANGE
+    number = as_quantity(value, name, "Hardware", inclusive=False)
+    if not low <= number <= high:
+        raise ValueError(f"Hardware needs {name} between {low:g} and {high:g}, got {number:g}")
+    return number
+
+
 @dataclass(frozen=True)
 class Hardware:
     """``num_gpus`` GPUs of type ``gpu_type`` (:data:`ppbook.cost_model.gpu_cards.GPU_TYPES`) with
     ``gpu_memory_gb`` GB (10^9 bytes) each, ``tflops`` peak dense 16-bit TFLOPS and
     ``hbm_gbps`` GB/s of HBM, in nodes of ``gpus_per_node`` joined by ``inter_node_gbps``
-    GB/s per GPU and direction, ``intra_node_gbps`` inside a node. A figure left ``None``
+    GB/s per GPU and direction, ``intra_node_gbps`` inside a node (counts up to
+    :data:`MAX_GPUS`, figures in :data:`FIGURE_RANGE`). A figure left ``None``
     is the card's (``ppbook/data/gpu_cards.json``); the default card is the H100 SXM
     (:data:`H100_SXM`). ``utilisation`` ``None`` times each pass with the GPU model
     (:mod:`ppbook.cost_model.layer_time`); a fraction of peak in (0, 1] overrides it with FLOPs at
@@ -156,11 +184,16 @@ class Hardware:
             "hbm_gbps": card.hbm_gbps,
         }
         for name in ("num_gpus", "gpus_per_node"):
-            object.__setattr__(self, name, as_count(getattr(self, name), name, "Hardware"))
+            count = as_count(getattr(self, name), name, "Hardware")
+            if count > MAX_GPUS:
+                raise ValueError(
+                    f"Hardware needs {name} <= {MAX_GPUS:,} (the search's cap), got "
+                    + (f"{count:,}" if count < 10**30 else f"a number of {len(str(count))} digits")
+                )
+            object.__setattr__(self, name, count)
         for name, default in given.items():
             value = default if getattr(self, name) is None else getattr(self, name)
-            value = as_quantity(value, name, "Hardware", inclusive=False)
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, _figure(value, name))
         if self.utilisation is not None:
             share = as_quantity(self.utilisation, "utilisation", "Hardware", inclusive=False)
             if share > 1:
@@ -234,8 +267,9 @@ def dp_allreduce_s(parameters: int, dp: int, hardware: Hardware, stride: int = 1
 
 def route_length(name: str, pp: int, v: int | None) -> int:
     """Model parts on a micro-batch's route, without building the schedule: p v for the
-    schedules that take v, 2p for the V shapes, else p."""
-    if name in ("zb-v", "dualpipev"):
+    schedules that take v, 2p for the V shapes (two chunks a rank), else p (DualPipe's
+    rank holds two stages, one for each direction, but a micro-batch crosses p)."""
+    if SCHEDULES[name].chunks == "two" and name != "dualpipe":
         return 2 * pp
     return pp * (v or 1)
 
@@ -257,12 +291,25 @@ def structure_of(name: str, pp: int, v: int | None) -> Schedule:
     return _structure_and_frontier(name, pp, v)[0]
 
 
-def last_actions(name: str, pp: int, v: int | None) -> tuple[tuple[tuple[int, str], ...], ...]:
+def last_actions(
+    name: str, pp: int, v: int | None, m: int | None = None
+) -> tuple[tuple[tuple[int, str], ...], ...]:
     """Per rank, the (stage, kind) of each part of its last step, the same for every m of
     the sizing search (taken from the schedule with m = 2p; ``tests/test_sizing.py``
-    checks it for m up to 5p). What must still run after a rank's last step bounds the
-    step from below (:mod:`ppbook.cost_model.search_step`)."""
+    checks it for m up to 5p), except an interleaved schedule's m that is not a multiple
+    of p (:func:`own_order`), taken from the schedule of that m. What must still run
+    after a rank's last step bounds the step from below
+    (:mod:`ppbook.cost_model.search_step`)."""
+    if m is not None and own_order(name, pp, m):
+        return _last_of(schedule_of(name, pp, m, v))
     return _structure_and_frontier(name, pp, v)[2]
+
+
+def own_order(name: str, pp: int, m: int) -> bool:
+    """Whether the schedule of ``m`` micro-batches orders its warm-up unlike the one of 2p:
+    interleaved schedules (PyTorch's order) run m / max(1, m // p) micro-batches a round,
+    p only when p divides m, and their warm-up grows with it."""
+    return SCHEDULES[name].chunks == "any" and m % pp != 0 and m > pp
 
 
 @lru_cache(maxsize=4096)
@@ -305,9 +352,38 @@ def held_frontier(name: str, pp: int, m: int, v: int | None):
     this was written). A ValueError when the schedule's own rule refuses p, m and v.
     """
     check_rule(name, pp, m, v)
-    if m >= 2 * pp:
+    if m >= 2 * pp and not own_order(name, pp, m):
         return _structure_and_frontier(name, pp, v)[1]
     return _frontier(name, pp, m, v)
+
+
+def limit_problem(name: str, pp: int, m: int, v: int | None) -> str | None:
+    """Why the simulator would refuse to build ``name`` for (p, m, v), or None.
+
+    The limits of :mod:`ppbook.limits` (stages, micro-batches, actions) are checked, without
+    building anything, on the schedule of ``m`` micro-batches the search would simulate and
+    on the one of ``2p`` it reads its structure from (:func:`structure_of`). Actions are
+    counted as three per stage and micro-batch (F, I and W; a schedule with whole
+    backwards has two), so a schedule within a third of the action limit may be refused
+    here that the builder itself would take.
+    """
+    stages = route_length(name, pp, v)
+    for count in (m, 2 * pp):
+        try:
+            limits.current().check(
+                name, stages=stages, microbatches=count, actions=3 * stages * count, ranks=pp
+            )
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
+ROUNDS = {
+    "interleaved-1f1b": "ScheduleInterleaved1F1B",
+    "interleaved-zb": "ScheduleInterleavedZeroBubble",
+}
+"""The interleaved schedules whose rule is PyTorch's rounds
+(:func:`ppbook.schedules.interleaved.rounds`), and PyTorch's class each follows."""
 
 
 def check_rule(name: str, pp: int, m: int, v: int | None) -> None:
@@ -316,8 +392,13 @@ def check_rule(name: str, pp: int, m: int, v: int | None) -> None:
     The searched schedules' rules ask for m at least some number up to 2p, or for m a
     multiple of p: a schedule with 2p + (m mod p) micro-batches obeys them exactly when one
     with m does. Only when it does not is m itself given to the builder, which checks its
-    rule before building anything, so that its message names the m asked for.
+    rule before building anything, so that its message names the m asked for. The
+    interleaved schedules' rule (PyTorch's rounds, :data:`ROUNDS`) is its own function,
+    asked directly.
     """
+    if SCHEDULES[name].chunks == "any" and name in ROUNDS:
+        rounds(name, ROUNDS[name], pp, m)  # the interleaved rule: m a multiple of m // p
+        return
     probe = m if m <= 3 * pp else 2 * pp + m % pp
     if probe == 2 * pp:
         refused = _refusal_at_2p(name, pp, v)

@@ -8,12 +8,13 @@ fraction f = idle / total time of the pipeline's step (REFERENCES.md).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ppbook.cost_model.memory_bytes import (
     MemoryBreakdown,
     ModelShape,
     Parallel,
+    active_parameters,
     peak_memory,
     total_parameters,
 )
@@ -34,6 +35,8 @@ class Config:
     microbatch_size: int
     num_microbatches: int
     recompute: str
+    ep: int = 1
+    cp: int = 1
 
     @property
     def schedule_name(self) -> str:
@@ -111,10 +114,16 @@ class SizingResult:
     not_ranked: int = 0
     sequence_parallel: bool = False
     zero: int = 0
+    layout: Parallel | None = None
 
     @property
     def params(self) -> int:
         return total_parameters(self.shape)
+
+    @property
+    def active_params(self) -> int | None:
+        """Parameters one token uses (MoE models; ``None`` for a dense one)."""
+        return active_parameters(self.shape) if self.shape.is_moe else None
 
     @property
     def best(self) -> Option | None:
@@ -146,7 +155,7 @@ class SizingResult:
         """Every pipeline rank's memory, from :func:`ppbook.cost_model.memory_bytes.peak_memory`
         on the
         option's simulated timeline."""
-        parallel = parallel_of(option.config, self.sequence_parallel, self.zero)
+        parallel = parallel_of(option.config, self.sequence_parallel, self.zero, layout=self.layout)
         return peak_memory(self.timeline(option), self.shape, parallel)
 
     def as_dict(self) -> dict:
@@ -163,6 +172,7 @@ class SizingResult:
             memory, split = None, None
         return {
             "params": self.params,
+            **({"active_params": self.active_params} if self.shape.is_moe else {}),
             "fits": best is not None,
             "memory_per_gpu_bytes": memory,
             "split": dict(zip(("tp", "pp", "dp"), split, strict=True)) if split else None,
@@ -181,13 +191,25 @@ class SizingResult:
         }
 
 
-def parallel_of(config: Config, sequence_parallel: bool = False, zero: int = 0) -> Parallel:
-    """How each stage of ``config`` runs (:class:`ppbook.cost_model.memory_bytes.Parallel`)."""
-    return Parallel(
+def parallel_of(
+    config: Config,
+    sequence_parallel: bool = False,
+    zero: int = 0,
+    *,
+    layout: Parallel | None = None,
+) -> Parallel:
+    """How each stage of ``config`` runs (:class:`ppbook.cost_model.memory_bytes.Parallel`):
+    ``layout``'s choices (sequence parallelism, ZeRO stage, attention, bytes per parameter,
+    recomputed pieces) with ``config``'s split, micro-batch size and recomputation; without
+    a layout, ``sequence_parallel`` and ``zero`` with the defaults of the rest."""
+    if layout is None:
+        layout = Parallel(sp=sequence_parallel, zero=zero)
+    return replace(
+        layout,
         tp=config.tp,
-        sp=sequence_parallel,
         dp=config.dp,
-        zero=zero,
+        ep=config.ep,
+        cp=config.cp,
         recompute=config.recompute,
         microbatch_size=config.microbatch_size,
     )

@@ -17,45 +17,79 @@ from typing import NamedTuple
 
 from ppbook.cost_model.flops import stage_values
 from ppbook.cost_model.layer_time import stage_values as timed_stage_values
-from ppbook.cost_model.memory_bytes import ModelShape, layer_parameters, parts_of, rank_parameters
+from ppbook.cost_model.memory_bytes import (
+    ModelShape,
+    Parallel,
+    layer_parameters,
+    parts_of,
+    rank_expert_parameters,
+    rank_parameters,
+)
+from ppbook.cost_model.parameters import part_layer_kinds
 from ppbook.cost_model.search_costs import (
-    TP_ALLREDUCES,
     Hardware,
-    dp_allreduce_s,
     last_actions,
     simulated,
     structure_of,
-    tp_allreduce_s,
 )
-from ppbook.cost_model.search_result import Config, Option
+from ppbook.cost_model.search_result import Config, Option, parallel_of
 from ppbook.cost_model.step_work import (
     accumulate_s,
+    cp_collectives,
+    dp_collectives,
     embedding_times,
+    ep_collectives,
     head_accumulate_s,
     optimizer_step_s,
+    tp_collectives,
 )
 from ppbook.costs import Costs
-from ppbook.links import Link, Topology, boundary_bytes
+from ppbook.links import Link, Topology, boundary_bytes, collective_gbps
 from ppbook.pipeline_schedule import Schedule
 
 
 class _Layout(NamedTuple):
     """A schedule's structure (:func:`structure_of`) laid over a model: layers per model
-    part, each stage's part, and each rank's parameters (one tensor-parallel share)."""
+    part, each stage's part, each rank's parameters (one tensor- and expert-parallel share)
+    and, of them, the routed experts' weights."""
 
     schedule: Schedule
     layers: list[int]
     parts: list[int]
     counts: list[int]
+    experts: list[int]
 
 
 @lru_cache(maxsize=1024)
-def _structure(shape: ModelShape, name: str, pp: int, v: int | None, tp: int) -> _Layout:
+def _structure(
+    shape: ModelShape, name: str, pp: int, v: int | None, tp: int, ep: int = 1
+) -> _Layout:
     """The same for every m: found on the schedule's structure, without its actions."""
     schedule = structure_of(name, pp, v)
     layers = parts_of(schedule, shape, None)
     parts = [schedule.model_part(s) for s in range(schedule.num_stages)]
-    return _Layout(schedule, layers, parts, rank_parameters(schedule, shape, tp, layers))
+    counts = rank_parameters(schedule, shape, tp, layers, ep)
+    experts = rank_expert_parameters(schedule, shape, tp, layers, ep)
+    return _Layout(schedule, layers, parts, counts, experts)
+
+
+def _members_per_node(size: int, stride: int, hardware: Hardware) -> int:
+    """Members of a group of ``size`` ranks ``stride`` devices apart that share a node."""
+    return min(size, max(1, hardware.gpus_per_node // stride))
+
+
+def group_gbps(size: int, stride: int, hardware: Hardware) -> float:
+    """The per-direction GB/s a ring over ``size`` ranks ``stride`` devices apart gets:
+    NVLink inside a node, else one NIC per member in each node
+    (:func:`ppbook.links.collective_gbps`, rails)."""
+    if size * stride <= hardware.gpus_per_node:
+        return hardware.intra_node_gbps
+    members = _members_per_node(size, stride, hardware)
+    return collective_gbps(size, members, hardware.intra_node_gbps, hardware.inter_node_gbps)
+
+
+def _pass_seconds(collectives: dict, gbps: float) -> dict[str, float]:
+    return {key: sum(c.seconds(gbps) for c in collectives.get(key, ())) for key in "FIW"}
 
 
 def _stage_values(shape, hardware, c: Config, parallel, block) -> dict[str, list[float]]:
@@ -63,19 +97,29 @@ def _stage_values(shape, hardware, c: Config, parallel, block) -> dict[str, list
     bytes: compute from the GPU model (:func:`ppbook.cost_model.layer_time.stage_values`, with each
     micro-batch's gradient accumulation and the embedding of :mod:`ppbook.cost_model.step_work`), or
     from :func:`ppbook.cost_model.flops.stage_values` under a utilisation override, plus the
-    tensor-parallel all-reduces (:mod:`ppbook.cost_model.search_costs`)."""
-    schedule, layers, parts, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    collectives each layer waits for (:mod:`ppbook.cost_model.step_work`): tensor
+    parallelism's all-reduces (or all-gathers and reduce-scatters with sequence
+    parallelism) on NVLink, context parallelism's ring exchange and, in each MoE layer,
+    expert parallelism's all-to-alls, on the links their groups span; not overlapped."""
+    schedule, layers, parts, _, _ = _structure(shape, c.schedule, c.pp, c.v, c.tp, c.ep)
     share = schedule.chunk_share
     first, last = 0, len(layers) - 1
+    kinds = part_layer_kinds(shape, layers)
     if hardware.utilisation is None:
         attention, dropout = block
         device = hardware.device
         values = timed_stage_values(schedule, shape, parallel, device, attention, layers, dropout)
-        per_layer = accumulate_s(layer_parameters(shape, c.tp), device)
+        dense = accumulate_s(layer_parameters(shape, c.tp, moe=False), device, parallel)
+        moe = (
+            accumulate_s(layer_parameters(shape, c.tp, moe=True, ep=c.ep), device, parallel)
+            if shape.is_moe
+            else 0.0
+        )
         embedding = embedding_times(shape, parallel, device, dropout)
         head = head_accumulate_s(shape, parallel, device)
         for stage, k in enumerate(parts):
-            extra = {key: layers[k] * per_layer if key == "W" else 0.0 for key in "FIW"}
+            nd, nm = kinds[k]
+            extra = {"F": 0.0, "I": 0.0, "W": nd * dense + nm * moe}
             extra["W"] += head if k == last else 0.0
             for key in "FIW" if k == first else ():
                 extra[key] += embedding[key]
@@ -83,46 +127,62 @@ def _stage_values(shape, hardware, c: Config, parallel, block) -> dict[str, list
                 values[key][stage] += extra[key] / share
     else:
         values = stage_values(schedule, shape, parallel, hardware.flops_per_second, layers)
+    per_layer = {key: 0.0 for key in "FIW"}
+    per_moe_layer = {key: 0.0 for key in "FIW"}
+    one = 0.0  # the embedding's output (first part) and the head's input gradient (last)
     if c.tp > 1:
-        one = tp_allreduce_s(shape, parallel, hardware)
-        forward, backward = TP_ALLREDUCES[c.recompute]
-        for stage, k in enumerate(parts):
-            # the embedding's output on the first part, the head's input gradient on the last
-            values["F"][stage] += (layers[k] * forward + (k == first)) * one / share
-            values["I"][stage] += (layers[k] * backward + (k == last)) * one / share
+        tp_s = _pass_seconds(tp_collectives(shape, parallel), hardware.intra_node_gbps)
+        one = tp_s["F"] / 2
+        per_layer = {key: per_layer[key] + tp_s[key] for key in "FIW"}
+    if c.cp > 1:
+        cp_s = _pass_seconds(cp_collectives(shape, parallel), group_gbps(c.cp, c.tp, hardware))
+        per_layer = {key: per_layer[key] + cp_s[key] for key in "FIW"}
+    if c.ep > 1:
+        link = group_gbps(c.ep, c.tp * c.cp * c.pp, hardware)
+        per_moe_layer = _pass_seconds(ep_collectives(shape, parallel), link)
+    for stage, k in enumerate(parts):
+        nd, nm = kinds[k]
+        for key in "FI":
+            waits = (nd + nm) * per_layer[key] + nm * per_moe_layer[key]
+            waits += one if (key == "F" and k == first) or (key == "I" and k == last) else 0.0
+            values[key][stage] += waits / share
     values["B"] = [x + w for x, w in zip(values["I"], values["W"], strict=True)]
     return values
 
 
 def _costs(shape, hardware, c: Config, values: dict[str, list[float]]) -> Costs:
     """The ``Costs`` to simulate ``c``: its stage values, and the pipeline transfers on the
-    links they cross (:mod:`ppbook.cost_model.search_costs`). Built only for the options
+    links they cross (:mod:`ppbook.cost_model.search_costs`). Each stage boundary's (b, s/cp,
+    h) message leaves the tp ranks of a stage in t pieces, one over each rank's own link
+    (Megatron-LM's scatter/gather, :func:`ppbook.links.pipeline_message_bytes`; with
+    sequence parallelism each rank holds its piece already): the link of pipeline rank r's
+    first device ``r * tp * cp`` carries ``1/t`` of it. Built only for the options
     simulated."""
     topology = Topology(
         intra_node=Link(bandwidth=hardware.intra_node_gbps * 1e9, name="intra-node"),
         inter_node=Link(bandwidth=hardware.inter_node_gbps * 1e9, name="inter-node"),
         devices_per_node=hardware.gpus_per_node,
-        placement=tuple(r * c.tp for r in range(c.pp)),
+        placement=tuple(r * c.tp * c.cp for r in range(c.pp)),
     )
-    message = boundary_bytes(
-        c.microbatch_size, shape.seq_len, shape.hidden, shape.bytes_per_element
-    )
+    piece = shape.seq_len // c.cp  # check_fit: cp divides the sequence
+    message = boundary_bytes(c.microbatch_size, piece, shape.hidden, shape.bytes_per_element)
+    message /= c.tp
     return Costs(**values, comm_bytes=message, topology=topology, contention=True, time_unit="s")
 
 
 def _lower_bound(
-    option: Option, values, shape: ModelShape, hardware: Hardware, zero: int = 0
+    option: Option, values, shape: ModelShape, hardware: Hardware, layout: Parallel
 ) -> float:
     """No step is shorter than this: a rank's first action is a forward on one of its stages,
     which waits for the forwards of every stage before it on the route; then the rank
     computes all its passes (busy); after its last step, the input gradients that step
     sends back must still pass every earlier stage of the route, each at least that
-    stage's ``I`` (:func:`~ppbook.cost_model.search_costs.last_actions`); then the data-parallel
-    all-reduce and the optimizer step run. ``values``: the option's stage values
-    (``_stage_values``, one device's share: a chunk pass takes the value times the chunk
-    share)."""
+    stage's ``I`` (:func:`~ppbook.cost_model.search_costs.last_actions`); then the
+    data-parallel collectives and the optimizer step run. ``values``: the option's stage
+    values (``_stage_values``, one device's share: a chunk pass takes the value times the
+    chunk share)."""
     c = option.config
-    schedule = _structure(shape, c.schedule, c.pp, c.v, c.tp).schedule
+    schedule = _structure(shape, c.schedule, c.pp, c.v, c.tp, c.ep).schedule
     stage_to_rank, share, route = schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
     per_stage = {key: [x * share for x in values[key]] for key in ("F", "B", "I")}
     before = {}
@@ -138,12 +198,16 @@ def _lower_bound(
     routes = [schedule.route(j) for j in range(schedule.num_microbatches)]
     tails = [
         max((_tail(stage, kind, routes, per_stage["I"]) for stage, kind in last), default=0.0)
-        for last in last_actions(c.schedule, c.pp, c.v)
+        for last in last_actions(c.schedule, c.pp, c.v, c.num_microbatches)
     ]
     longest = max(
         s + c.num_microbatches * b + t for s, b, t in zip(start, busy, tails, strict=True)
     )
-    return longest + _allreduce(option, hardware) + _optimizer(option, hardware, zero)
+    return (
+        longest
+        + _data_parallel(option, hardware, layout, shape)
+        + _optimizer(option, hardware, layout, shape)
+    )
 
 
 def _tail(stage: int, kind: str, routes, input_grad: list[float]) -> float:
@@ -160,17 +224,43 @@ def _tail(stage: int, kind: str, routes, input_grad: list[float]) -> float:
     return min(chains, default=0.0)
 
 
-def _allreduce(option: Option, hardware: Hardware) -> float:
+def _expert_count(option: Option, shape: ModelShape) -> int:
     c = option.config
-    return dp_allreduce_s(option.breakdown.parameter_count, c.dp, hardware, c.tp * c.pp)
+    return _structure(shape, c.schedule, c.pp, c.v, c.tp, c.ep).experts[option.breakdown.rank]
 
 
-def _optimizer(option: Option, hardware: Hardware, zero: int) -> float:
-    """The optimizer step on the fullest GPU, after the all-reduce: its parameters, or
-    with ZeRO-1 its 1/dp shard of them (the shards' all-gather is the second half of the
-    all-reduce's bytes)."""
-    share = option.config.dp if zero == 1 else 1
-    return optimizer_step_s(option.breakdown.parameter_count / share, hardware.device)
+def _data_parallel(option: Option, hardware: Hardware, layout: Parallel, shape) -> float:
+    """The fullest GPU's data-parallel collectives of a step, by ZeRO stage
+    (:func:`ppbook.cost_model.step_work.dp_collectives`: gradients all-reduced, or
+    reduce-scattered and the parameters all-gathered, per micro-batch for ZeRO-2/3), on
+    the links the groups span (replicas ``tp * cp * pp`` devices apart; the expert
+    weights' groups ``ep`` times further), not overlapped: an upper bound where a trainer
+    overlaps them with the backward."""
+    c = option.config
+    parallel = parallel_of(c, layout=layout)
+    expert = _expert_count(option, shape)
+    stride = c.tp * c.cp * c.pp
+    total = 0.0
+    for collective in dp_collectives(
+        option.breakdown.parameter_count, parallel, c.num_microbatches, expert
+    ):
+        if collective.ranks < 2:
+            continue
+        spread = stride * (c.ep if collective.ranks == parallel.expert_dp and expert else 1)
+        total += collective.seconds(group_gbps(collective.ranks, spread, hardware))
+    return total
+
+
+def _optimizer(option: Option, hardware: Hardware, layout: Parallel, shape) -> float:
+    """The optimizer step on the fullest GPU, after its collectives: its parameters, or
+    with ZeRO its shard of them (1/dp of the dense ones, ep/dp of the experts')."""
+    c = option.config
+    parallel = parallel_of(c, layout=layout)
+    count = option.breakdown.parameter_count
+    if parallel.zero >= 1:
+        expert = _expert_count(option, shape)
+        count = (count - expert) / c.dp + expert / parallel.expert_dp
+    return optimizer_step_s(count, hardware.device, parallel)
 
 
 def _order(option: Option) -> tuple[float, float]:
@@ -179,7 +269,9 @@ def _order(option: Option) -> tuple[float, float]:
     return float(f"{option.step_time_s:.9g}"), option.memory_bytes
 
 
-def _rank(pending, hardware, top: int | None, zero: int = 0) -> tuple[list[Option], int]:
+def _rank(
+    pending, hardware, top: int | None, layout: Parallel, shape: ModelShape
+) -> tuple[list[Option], int]:
     """Simulate in order of the lower bound; with ``top``, stop when no other can enter."""
     pending.sort(key=lambda item: item[0])
     done: list[Option] = []
@@ -190,14 +282,14 @@ def _rank(pending, hardware, top: int | None, zero: int = 0) -> tuple[list[Optio
         costs = costs_of()
         timeline = simulated(c.schedule, c.pp, c.num_microbatches, c.v, costs)
         makespan, bubble = timeline.makespan, timeline.bubble_fraction
-        allreduce = _allreduce(option, hardware)
-        optimizer = _optimizer(option, hardware, zero)
+        collectives = _data_parallel(option, hardware, layout, shape)
+        optimizer = _optimizer(option, hardware, layout, shape)
         simulated_option = replace(
             option,
             costs=costs,
-            step_time_s=makespan + allreduce + optimizer,
+            step_time_s=makespan + collectives + optimizer,
             pipeline_s=makespan,
-            allreduce_s=allreduce,
+            allreduce_s=collectives,
             optimizer_s=optimizer,
             bubble_fraction=bubble,
         )

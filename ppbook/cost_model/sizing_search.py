@@ -38,6 +38,7 @@ import gc
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache, partial, wraps
+from math import gcd, isqrt
 
 from ppbook.checks import as_count, shown
 from ppbook.cost_model.layer_time import ATTENTION, dropout_of
@@ -47,6 +48,7 @@ from ppbook.cost_model.memory_bytes import (
     ModelShape,
     Parallel,
     check_fit,
+    gathered_bytes,
     part_activation_bytes,
     static_bytes,
 )
@@ -54,6 +56,7 @@ from ppbook.cost_model.search_costs import (
     Hardware,
     check_rule,
     held_frontier,
+    limit_problem,
     peak_bytes,
     route_length,
 )
@@ -61,19 +64,45 @@ from ppbook.cost_model.search_result import Config, Option, Rejection, SizingRes
 from ppbook.cost_model.search_step import _costs, _lower_bound, _rank, _stage_values, _structure
 from ppbook.schedules import SCHEDULES
 
-SIZING_SCHEDULES = ("1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev")
+SIZING_SCHEDULES = (
+    "1f1b",
+    "interleaved-1f1b",
+    "interleaved-zb",
+    "zb-h1",
+    "zb-h2",
+    "zb-v",
+    "v-half",
+    "v-min",
+    "dualpipev",
+)
 """The schedules searched, and why these: 1F1B is Megatron-LM's baseline; interleaved
-1F1B trades v times more messages for a v times smaller bubble; ZB-H1 keeps 1F1B's memory
-with a smaller bubble, ZB-H2 spends up to 2p-1 activations for less; ZB-V and DualPipeV
-hold two chunks per GPU in a V. Left out: GPipe and looped BFS (they hold all m
+1F1B trades v times more messages for a v times smaller bubble (at every m PyTorch runs),
+and interleaved zero bubble (PyTorch's ScheduleInterleavedZeroBubble) splits its backward;
+ZB-H1 keeps 1F1B's memory with a smaller bubble, ZB-H2 spends up to 2p-1 activations for
+less; ZB-V and DualPipeV hold two chunks per GPU in a V, and V-Half and V-Min (Qi et al.
+2024, "Pipeline Parallelism with Controllable Memory") hold about 1/2 and 1/3 of 1F1B's
+activations for a larger bubble. Left out: GPipe and looped BFS (they hold all m
 micro-batches' activations for 1F1B's bubble), DualPipe (two copies of the parameters;
 made for MoE models' overlap) and zb-auto (its order depends on the costs, so neither its
 memory nor its build can be shared between configurations)."""
+EXTRA_SCHEDULES = ("dualpipe",)
+"""Schedules ``ppbook size --schedule`` takes that the search does not try by default:
+DualPipe, DeepSeek-V3's (two copies of the parameters, m >= 2p and even)."""
 CHUNKS = (2, 4, 8)
 """The v always tried for interleaved 1F1B (where p v model parts have a layer each)."""
 MAX_EVEN_CHUNKS = 8
 """Beside :data:`CHUNKS`, interleaved 1F1B tries each v up to this one that splits the
 layers evenly over the p v model parts (:func:`chunks_for`)."""
+STACK_2021 = {"attention": "standard", "sequence_parallel": False, "gradient_bytes": 2}
+"""Keyword arguments of :func:`size` for a job run as Megatron-LM's 2021 runs were
+(Narayanan et al. 2021, arXiv:2104.04473): standard attention that keeps its s x s
+scores, no sequence parallelism, 16 bytes a parameter (bf16 weights and gradients, fp32
+master weights and Adam moments). Chapter 8 sizes its 2021 jobs and Megatron-LM's Table 1
+with it; the defaults of :func:`size` are today's (flash attention, sequence
+parallelism, Megatron's fp32 gradients: 18 bytes a parameter)."""
+LIMITS = "beyond the simulator's limits"
+"""The kind of a rejection whose schedule :mod:`ppbook.limits` would refuse to build (too
+many micro-batches, stages or actions): the search goes on with the others."""
 MICROBATCH_SIZES = (1, 2, 4, 8)
 """The micro-batch sizes tried when none is given."""
 
@@ -103,30 +132,41 @@ def size(
     *,
     tp: int | None = None,
     pp: int | None = None,
+    ep: int | None = None,
+    cp: int = 1,
     microbatch_size: int | None = None,
     recompute: str | None = None,
-    sequence_parallel: bool = False,
+    sequence_parallel: bool = True,
     zero: int = 0,
     schedules: tuple[str, ...] = SIZING_SCHEDULES,
     top: int | None = None,
     attention: str = "flash",
     dropout: bool | None = None,
+    gradient_bytes: int = 4,
+    master_bytes: int = 4,
+    moment_bytes: int = 4,
+    recompute_norm: bool = False,
+    recompute_mla_up: bool = False,
 ) -> SizingResult:
     """Every configuration of ``shape`` on ``hardware`` for ``global_batch`` samples a step.
 
-    ``tp``, ``pp``, ``microbatch_size`` and ``recompute`` fix what they name (a ValueError
-    says why a fixed one cannot work); otherwise every value is tried (``recompute`` in
-    :data:`ppbook.cost_model.memory_bytes.RECOMPUTE`). ``sequence_parallel`` and ``zero`` (ZeRO
-    stage 0 or
-    1) apply to every configuration. ``top``: rank only the ``top`` fastest (much faster;
-    see the module's docstring). ``schedules``: the schedules tried (one to fix it; with
-    pp = 1 there is no pipeline and every schedule is plain gradient accumulation).
-    ``attention``: ``"flash"`` or ``"standard"`` (:mod:`ppbook.cost_model.layer_time`; ignored under
-    ``hardware.utilisation``); ``dropout``: the block drops out after attention and the
-    MLP (and, with standard attention, on its probabilities), as Megatron-LM's GPT did;
-    ``None``: the attention's default (:data:`ppbook.cost_model.layer_time.DROPOUT_DEFAULT`: with
-    standard attention, as the Megatron-LM block it stands for, without with flash).
-    Returns a :class:`~ppbook.cost_model.search_result.SizingResult`.
+    ``tp``, ``pp``, ``ep``, ``microbatch_size`` and ``recompute`` fix what they name (a
+    ValueError says why a fixed one cannot work); otherwise every value is tried
+    (``recompute`` in :data:`ppbook.cost_model.memory_bytes.RECOMPUTE`; ``ep`` the divisors
+    of dp that divide the experts, 1 for a dense model). ``cp`` context-parallel ranks
+    (default 1) split each sequence: the GPUs are tp * cp * pp * dp. ``sequence_parallel``
+    (default on), ``zero`` (ZeRO stage 0 to 3), the bytes of each parameter's gradient,
+    master copy and Adam moments, and DeepSeek-V3's ``recompute_norm`` and
+    ``recompute_mla_up`` apply to every configuration
+    (:class:`~ppbook.cost_model.model_shape.Parallel`). ``top``: rank only the ``top``
+    fastest (much faster; see the module's docstring). ``schedules``: the schedules tried
+    (one to fix it; with pp = 1 there is no pipeline and every schedule is plain gradient
+    accumulation). ``attention``: ``"flash"`` (default) or ``"standard"``
+    (:mod:`ppbook.cost_model.layer_time`; ignored under ``hardware.utilisation``);
+    ``dropout``: the block drops out after attention and the MLP (and, with standard
+    attention, on its probabilities), as Megatron-LM's GPT did; ``None``: the attention's
+    default (:data:`ppbook.cost_model.layer_time.DROPOUT_DEFAULT`). Returns a
+    :class:`~ppbook.cost_model.search_result.SizingResult`.
     """
     if not isinstance(shape, ModelShape) or not isinstance(hardware, Hardware):
         raise ValueError(
@@ -138,58 +178,90 @@ def size(
         raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     b_given = None if microbatch_size is None else as_count(microbatch_size, "microbatch_size")
     top = None if top is None else as_count(top, "top", "size")
-    Parallel(sp=sequence_parallel, zero=zero)  # checks both
     if attention not in ATTENTION:
         raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {shown(attention)}")
+    layout = Parallel(  # checks each choice
+        sp=sequence_parallel,
+        zero=zero,
+        attention=attention,
+        gradient_bytes=gradient_bytes,
+        master_bytes=master_bytes,
+        moment_bytes=moment_bytes,
+        recompute_norm=recompute_norm,
+        recompute_mla_up=recompute_mla_up,
+    )
     unknown = [name for name in schedules if name not in SCHEDULES]
     if unknown or not schedules:
         raise ValueError(
             f"size needs schedules named in ppbook.schedules.SCHEDULES, got {shown(schedules)}"
         )
     block = (attention, dropout_of(attention, dropout))
-    search = _Search(shape, hardware, batch, sequence_parallel, zero, block)
+    search = _Search(shape, hardware, batch, layout, block)
     modes = RECOMPUTE if recompute is None else (recompute,)
     n = hardware.num_gpus
-    _given("pp", pp, n)
-    for t in _given("tp", tp, n) or _divisors(n):
-        problem = _tp_problem(shape, hardware, t, sequence_parallel)
+    cp = _given("cp", cp, n)[0]
+    n_cp = n // cp
+    if ep is not None:
+        _expert_parallel(shape, as_count(ep, "ep", "size"))
+    _given("pp", pp, n_cp)
+    for t in _given("tp", tp, n_cp) or _divisors(n_cp):
+        problem = _tp_problem(shape, hardware, t, replace(layout, tp=t, cp=cp))
         if problem:
             if tp is not None:
                 raise ValueError(problem[1])
             search.reject(*problem, f"tp = {t}")
             continue
-        if pp is not None and (n // t) % pp:
+        if pp is not None and (n_cp // t) % pp:
             if tp is not None:
-                raise ValueError(f"tp * pp = {t} * {pp} must divide the {n} GPUs")
+                raise ValueError(f"tp * cp * pp = {t} * {cp} * {pp} must divide the {n} GPUs")
             search.reject(
                 "tp * pp does not divide the GPUs",
-                f"pp {pp} does not divide the {n // t} GPUs left by tp {t}",
+                f"pp {pp} does not divide the {n_cp // t} GPUs left by tp {t}, cp {cp}",
                 f"tp = {t}, pp = {pp}",
             )
             continue
-        for p in _given("pp", pp, n // t) or _divisors(n // t):
+        for p in _given("pp", pp, n_cp // t) or _divisors(n_cp // t):
             if p > shape.layers and pp is not None:
                 raise ValueError(
                     f"pp = {p} needs a layer per stage; the model has {shape.layers} layers"
                 )
-            dp = n // (t * p)
-            for b in search.microbatch_sizes(t, p, dp, b_given):
-                for name, v in _variants(schedules, p, shape.layers):
-                    base = Config(t, p, dp, name, v, b, batch // (dp * b), modes[0])
-                    if search.fits_statically(base) and search.follows_rule(base):
-                        for mode in modes:
-                            search.evaluate(replace(base, recompute=mode))
-    ranked, not_ranked = _rank(search.pending, hardware, top, zero)
+            dp = n_cp // (t * p)
+            for e in search.expert_sizes(t, p, dp, ep):
+                for b in search.microbatch_sizes(t, p, dp, b_given):
+                    for name, v in _variants(schedules, p, shape.layers):
+                        m = batch // (dp * b)
+                        base = Config(t, p, dp, name, v, b, m, modes[0], e, cp)
+                        if search.fits_statically(base) and search.follows_rule(base):
+                            for mode in modes:
+                                search.evaluate(replace(base, recompute=mode))
+    ranked, not_ranked = _rank(search.pending, hardware, top, layout, shape)
     return SizingResult(
-        shape, hardware, batch, ranked, search.rejected, not_ranked, sequence_parallel, zero
+        shape,
+        hardware,
+        batch,
+        ranked,
+        search.rejected,
+        not_ranked,
+        sequence_parallel,
+        zero,
+        layout,
     )
+
+
+def _expert_parallel(shape: ModelShape, ep: int) -> None:
+    if ep > 1 and not shape.is_moe:
+        raise ValueError(f"ep = {ep} needs an MoE model (experts >= 1); use ep 1")
+    if shape.is_moe and shape.experts % ep:
+        raise ValueError(
+            f"ep = {ep} must divide experts = {shape.experts} (whole experts per rank)"
+        )
 
 
 class _Search:
     """The search's state: the rejections so far and the options that fit, to be ranked."""
 
-    def __init__(self, shape, hardware, batch, sp, zero, block) -> None:
-        self.shape, self.hardware, self.batch, self.sp, self.zero = shape, hardware, batch, sp, zero
+    def __init__(self, shape, hardware, batch, layout: Parallel, block) -> None:
+        self.shape, self.hardware, self.batch, self.layout = shape, hardware, batch, layout
         self.block = block  # (attention, dropout)
         self.rejected: list[Rejection] = []
         self.pending: list[tuple[float, Option]] = []
@@ -197,6 +269,23 @@ class _Search:
 
     def reject(self, kind: str, reason: str, where: str, memory=None, split=None) -> None:
         self.rejected.append(Rejection(kind, reason, where, memory, split))
+
+    def expert_sizes(self, t: int, p: int, dp: int, given: int | None) -> list[int]:
+        """The expert-parallel sizes tried inside ``dp`` replicas: ``given``, or every
+        divisor of dp that divides the experts (1 for a dense model)."""
+        if given is None:
+            if not self.shape.is_moe:
+                return [1]
+            return _divisors(gcd(dp, self.shape.experts))
+        if dp % given:
+            self.reject(
+                "ep does not divide dp",
+                f"ep = {given} does not divide dp = {dp} (experts are split inside the "
+                "data-parallel group)",
+                f"tp = {t}, pp = {p}, dp = {dp}",
+            )
+            return []
+        return [given]
 
     def microbatch_sizes(self, t: int, p: int, dp: int, given: int | None) -> list[int]:
         """The micro-batch sizes that split the global batch over ``dp`` replicas."""
@@ -226,10 +315,10 @@ class _Search:
     def fits_statically(self, c: Config) -> bool:
         """Whether the schedule has a layer per model part and its parameters, gradients and
         optimizer state alone fit (checked once per split and schedule)."""
-        key = (c.tp, c.pp, c.schedule, c.v)
+        key = (c.tp, c.pp, c.dp, c.ep, c.schedule, c.v)
         if key in self._static_checked:
             return self._static_checked[key]
-        where = f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule_name}"
+        where = _split_where(c) + f", {c.schedule_name}"
         parts = route_length(c.schedule, c.pp, c.v)
         ok = parts <= self.shape.layers
         if not ok:
@@ -240,10 +329,16 @@ class _Search:
                 + f" needs {parts} model parts > {self.shape.layers} layers",
                 where,
             )
+        elif beyond := limit_problem(c.schedule, c.pp, 2 * c.pp, c.v):
+            self.reject(LIMITS, beyond, where)
+            ok = False
         else:
-            counts = _structure(self.shape, c.schedule, c.pp, c.v, c.tp).counts
-            parallel = Parallel(tp=c.tp, dp=c.dp, zero=self.zero)
-            static = [sum(static_bytes(n, parallel).values()) for n in counts]
+            layout = _structure(self.shape, c.schedule, c.pp, c.v, c.tp, c.ep)
+            parallel = parallel_of(c, layout=self.layout)
+            static = [
+                sum(static_bytes(n, parallel, x).values()) + gathered_bytes(self.shape, parallel)
+                for n, x in zip(layout.counts, layout.experts, strict=True)
+            ]
             rank = max(range(len(static)), key=static.__getitem__)
             ok = static[rank] <= self.hardware.memory_bytes
             if not ok:
@@ -260,18 +355,23 @@ class _Search:
         return ok
 
     def follows_rule(self, c: Config) -> bool:
-        """Whether the schedule can be built for ``c``'s p, m and v (its own rule)."""
+        """Whether the schedule can be built for ``c``'s p, m and v: within the simulator's
+        limits (:func:`~ppbook.cost_model.search_costs.limit_problem`), and its own rule."""
+        beyond = limit_problem(c.schedule, c.pp, c.num_microbatches, c.v)
+        if beyond:
+            self.reject(LIMITS, beyond, _where(c).rsplit(", recompute", 1)[0])
+            return False
         try:
             check_rule(c.schedule, c.pp, c.num_microbatches, c.v)
-        except ValueError as exc:  # m >= 2p - 1 for ZB-H2, m a multiple of p interleaved...
+        except ValueError as exc:  # m >= 2p - 1 for ZB-H2, m >= 2p for DualPipe...
             self.reject(f"{c.schedule}'s rule", str(exc), _where(c).rsplit(", recompute", 1)[0])
             return False
         return True
 
     def evaluate(self, c: Config) -> None:
         """Memory of every GPU under ``c``; keep it to rank, or reject it and say why."""
-        parallel = parallel_of(c, self.sp, self.zero)
-        worst = _fullest(self.shape, c, self.sp, self.zero)
+        parallel = parallel_of(c, layout=self.layout)
+        worst = _fullest(self.shape, c, self.layout)
         if worst.total > self.hardware.memory_bytes:
             self.reject(
                 "does not fit in memory",
@@ -284,24 +384,26 @@ class _Search:
             return
         values = _stage_values(self.shape, self.hardware, c, parallel, self.block)
         option = Option(c, worst)
-        bound = _lower_bound(option, values, self.shape, self.hardware, self.zero)
+        bound = _lower_bound(option, values, self.shape, self.hardware, self.layout)
         self.pending.append((bound, option, partial(_costs, self.shape, self.hardware, c, values)))
 
 
 @lru_cache(maxsize=8192)
-def _fullest(shape: ModelShape, c: Config, sp: bool, zero: int) -> MemoryBreakdown:
+def _fullest(shape: ModelShape, c: Config, layout: Parallel) -> MemoryBreakdown:
     """The memory of ``c``'s fullest GPU: it depends on the model and the configuration
     only, so a search that changes the GPUs' speed or links (the calculator's sliders)
-    finds it again here."""
-    parallel = parallel_of(c, sp, zero)
-    _, layers, parts, counts = _structure(shape, c.schedule, c.pp, c.v, c.tp)
+    finds it again here. ``parameters`` includes ZeRO-3's gathered layers."""
+    parallel = parallel_of(c, layout=layout)
+    _, layers, parts, counts, experts = _structure(shape, c.schedule, c.pp, c.v, c.tp, c.ep)
     per_part = part_activation_bytes(shape, parallel, layers)
     frontier = held_frontier(c.schedule, c.pp, c.num_microbatches, c.v)
     held = peak_bytes(frontier, [per_part[k] for k in parts])
-    ranks = [
-        MemoryBreakdown(r, n, **static_bytes(n, parallel), activations=held[r])
-        for r, n in enumerate(counts)
-    ]
+    gathered = gathered_bytes(shape, parallel)
+    ranks = []
+    for r, (n, x) in enumerate(zip(counts, experts, strict=True)):
+        static = static_bytes(n, parallel, x)
+        static["parameters"] += gathered
+        ranks.append(MemoryBreakdown(r, n, **static, activations=held[r]))
     return max(ranks, key=lambda x: x.total)
 
 
@@ -315,17 +417,19 @@ def _given(name: str, value: int | None, total: int) -> list[int] | None:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n`` in increasing order, found up to its square root."""
+    small = [d for d in range(1, isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
-def _tp_problem(shape, hardware, t: int, sp: bool) -> tuple[str, str] | None:
+def _tp_problem(shape, hardware, t: int, parallel: Parallel) -> tuple[str, str] | None:
     node = hardware.gpus_per_node
     if t > node:
         return ("tp beyond a node", f"tp {t} > {node} GPUs per node")
     if node % t:
         return ("tp beyond a node", f"tp {t} does not divide the {node} GPUs of a node")
     try:
-        check_fit(shape, Parallel(tp=t, sp=sp))
+        check_fit(shape, parallel)
     except ValueError as exc:
         return ("tp does not split the model", str(exc))
     return None
@@ -349,8 +453,13 @@ def _variants(schedules, p: int, layers: int):
             yield name, v
 
 
+def _split_where(c: Config) -> str:
+    extra = (f", ep = {c.ep}" if c.ep > 1 else "") + (f", cp = {c.cp}" if c.cp > 1 else "")
+    return f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}{extra}"
+
+
 def _where(c: Config) -> str:
     return (
-        f"tp = {c.tp}, pp = {c.pp}, dp = {c.dp}, {c.schedule_name}, b = {c.microbatch_size}, "
+        f"{_split_where(c)}, {c.schedule_name}, b = {c.microbatch_size}, "
         f"m = {c.num_microbatches}, recompute {c.recompute}"
     )

@@ -12,7 +12,8 @@ seconds. The hints name the usual slips: the data-parallel size taken as N / p (
 parallelism forgotten), data-parallel replicas expected to share the model's state, the
 output head's logits forgotten on the last stage, a rejection for the static state
 mistaken for one for the activations. Sources: REFERENCES.md (Megatron-LM,
-arXiv:2104.04473, sec. 3; Korthikanti et al. 2022; ZeRO sec. 3).
+arXiv:2104.04473, sec. 3; Korthikanti et al. 2022; ZeRO sec. 3). Exercises 8.7 and 8.8, on
+today's jobs (ZeRO-2's bytes, expert parallelism), live in :mod:`ppbook.exercises.ch8_today`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ppbook.exercises.ch8_jobs import (
     GPT3_JOB,
     MODEL_70B,
     SPLIT,
+    STACK_2021,
     WIDE_VOCAB,
     fastest_split,
     shortest_split,
@@ -102,14 +104,17 @@ def _three_counts(answer) -> tuple[int, int, int] | None:
     "Choose the (tp, pp, dp) split of 64 A100 80 GB GPUs (8 a node) with the shortest "
     "step that fits for GPT-3 175B and a global batch of 256.",
     kind="choose",
-    solution="The training state is 16 bytes a parameter: 174.6e9 * 16 = 2.8 TB, 35 GPUs' "
-    "worth, and every data-parallel replica holds all of it. So dp = 1: all 64 GPUs hold "
-    "one copy, tp * pp = 64, with tp at most 8 (a node). Of (8, 8), (4, 16), (2, 32) and "
-    "(1, 64), tp = 8 leaves the shortest pipeline: its bubble is smallest, and its "
-    "stages fit with selective recomputation where the longer pipelines need full "
-    "recomputation. `size(GPT3, 256, Hardware(64, **A100_SXM_80GB), top=1)`: (8, 8, 1), "
-    "ZB-H1, about 53 s a step against 62 s for (4, 16, 1) (the GPU model, "
-    "`ppbook.cost_model.layer_time`, and the step's own work, `ppbook.cost_model.step_work`).",
+    solution="The training state is 16 bytes a parameter (the 2021 stack the exercises "
+    "run: bf16 gradients, standard attention, no sequence parallelism): 174.6e9 * 16 = "
+    "2.8 TB, 35 GPUs' worth, and every data-parallel replica holds all of it. So dp = 1: "
+    "all 64 GPUs hold one copy, tp * pp = 64, with tp at most 8 (a node). Of (8, 8), "
+    "(4, 16), (2, 32) and (1, 64), tp = 8 has the shortest pipeline but pays the most "
+    "all-reduces, and needs selective recomputation to fit; (4, 16) fits without any "
+    "recomputation under V-Min, which holds about a third of 1F1B's activations (Qi et "
+    "al. 2024), and wins by a few percent. `size(GPT3, 256, Hardware(64, "
+    "**A100_SXM_80GB), top=1, **STACK_2021)` (`ppbook.exercises.ch8_jobs`) gives "
+    "(4, 16, 1), V-Min, no recomputation (the GPU model, `ppbook.cost_model.layer_time`, "
+    "and the step's own work, `ppbook.cost_model.step_work`).",
     answer_name="answer_2",
 )
 def _choose_split(answer):
@@ -299,7 +304,7 @@ def _construct_rejection(answer):
             f"got {shown(answer)}.",
             'e.g. dict(tp=8, pp=8, microbatch_size=1, recompute="full").',
         )
-    result = size(MODEL_70B, CHOICE_BATCH, Hardware(64), **answer, top=1)
+    result = size(MODEL_70B, CHOICE_BATCH, Hardware(64), **answer, top=1, **STACK_2021)
     if result.best is not None:
         return wrong(f"this fits: {_plan(result.best)}.", "less recomputation, or a larger b.")
     memory = [r for r in result.rejected if r.kind == "does not fit in memory"]
@@ -317,3 +322,6 @@ def _construct_rejection(answer):
         f"every schedule is rejected for its activations; the closest, {closest.where}, "
         f"{closest.reason}."
     )
+
+
+import ppbook.exercises.ch8_today  # noqa: E402, F401 (registers 8.7 and 8.8: derive, construct)

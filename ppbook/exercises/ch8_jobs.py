@@ -15,7 +15,7 @@ from ppbook.cost_model.flops import part_flops, stage_costs
 from ppbook.cost_model.memory_bytes import ModelShape, Parallel
 from ppbook.cost_model.search_costs import A100_SXM_80GB, MODEL_CARDS, Hardware
 from ppbook.cost_model.search_result import SizingResult
-from ppbook.cost_model.sizing_search import size
+from ppbook.cost_model.sizing_search import STACK_2021, size
 from ppbook.schedules import one_f_one_b
 from ppbook.simulate import simulate
 
@@ -43,19 +43,23 @@ CHOICE_BATCH = 512
 """The global batch of exercises 8.4 to 8.6 (samples of 4096 tokens)."""
 
 GPT3_JOB = {"global_batch": 256, "hardware": Hardware(64, **A100_SXM_80GB)}
-"""Exercise 8.2's job: GPT-3 175B on 64 A100 80 GB (8 a node), global batch 256."""
+"""Exercise 8.2's job: GPT-3 175B on 64 A100 80 GB (8 a node), global batch 256. The
+exercises' jobs run as Megatron-LM's 2021 runs did
+(:data:`ppbook.cost_model.sizing_search.STACK_2021`: 16 bytes a parameter, standard
+attention, no sequence parallelism)."""
 
 
 @lru_cache(maxsize=32)
 def split_result(tp: int, pp: int) -> SizingResult:
     """Exercise 8.2: the fastest option of GPT-3's job with ``tp`` and ``pp`` fixed."""
-    return size(GPT3, GPT3_JOB["global_batch"], GPT3_JOB["hardware"], tp=tp, pp=pp, top=1)
+    job = GPT3_JOB["global_batch"], GPT3_JOB["hardware"]
+    return size(GPT3, *job, tp=tp, pp=pp, top=1, **STACK_2021)
 
 
 @lru_cache(maxsize=1)
 def fastest_split() -> SizingResult:
     """Exercise 8.2: the fastest option of GPT-3's job over every split."""
-    return size(GPT3, GPT3_JOB["global_batch"], GPT3_JOB["hardware"], top=1)
+    return size(GPT3, GPT3_JOB["global_batch"], GPT3_JOB["hardware"], top=1, **STACK_2021)
 
 
 def split_step(layers_per_part) -> float:
@@ -116,4 +120,5 @@ def small_gpu_plan(recompute: str, microbatch_size: int) -> SizingResult:
         recompute=recompute,
         schedules=("1f1b",),
         top=1,
+        **STACK_2021,
     )

@@ -12,11 +12,14 @@ one reused matplotlib ``Figure`` shown as a 2x PNG at its declared size
 nothing fits, the readout says which configuration came closest and why it failed, and
 the picture is hidden but keeps its space.
 
-Model cards (:data:`MODEL_CARDS`) are GPT-style shapes (MLP 4h, ppbook's
-:class:`~ppbook.cost_model.memory_bytes.ModelShape`); GPU cards (:data:`GPU_CARDS`) are an 8-GPU
-node's
-figures (:mod:`ppbook.cost_model.search_costs`). Tests drive it through
-:meth:`SizingCalculator.update`.
+The model picker offers today's model cards (:data:`ppbook.cost_model.model_cards.MODEL_CARDS`:
+Llama 3, Mixtral, DeepSeek-V3, GPT-3, read from their Hugging Face configs, each at its
+training sequence length and with the memory choices its report lists) and the chapter's
+GPT-style shapes (:data:`MODEL_CARDS`, MLP 4h, ppbook's
+:class:`~ppbook.cost_model.memory_bytes.ModelShape`); GPU cards (:data:`GPU_CARDS`) are an
+8-GPU node's figures (:mod:`ppbook.cost_model.search_costs`). The search runs with
+``ppbook size``'s defaults (flash attention, sequence parallelism, Megatron's 18 bytes a
+parameter). Tests drive it through :meth:`SizingCalculator.update`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import html
 
 import ipywidgets as widgets
 
-from ppbook.cost_model.memory_bytes import RECOMPUTE
+from ppbook.cost_model.memory_bytes import RECOMPUTE, ModelShape
+from ppbook.cost_model.model_cards import MODEL_CARDS as CARD_NAMES
+from ppbook.cost_model.model_cards import model_card
 from ppbook.cost_model.search_costs import GPU_CARDS, MODEL_CARDS, Hardware
 from ppbook.cost_model.search_result import SizingResult
 from ppbook.cost_model.sizing_search import size
@@ -39,6 +44,19 @@ HEIGHT = 3.6  # inches; the width is the notebook column's (ppbook.views.figure)
 TOP = 8
 MAX_DRAWN = 30_000
 """Most actions drawn: a longer step is described, not drawn (drawing it takes minutes)."""
+MODELS = (*CARD_NAMES, *MODEL_CARDS)
+"""The model picker's choices: today's cards by name, then the chapter's GPT-style shapes."""
+CLUSTER_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
+"""The GPU counts offered."""
+
+
+def model_of(name: str) -> tuple[ModelShape, dict]:
+    """The shape picked by ``name`` and the memory choices of its card (keyword arguments
+    of :func:`~ppbook.cost_model.sizing_search.size`; none for the GPT-style shapes)."""
+    if name in CARD_NAMES:
+        card = model_card(name)
+        return card.shape(), dict(card.memory_choices)
+    return MODEL_CARDS[name], {}
 
 
 class SizingCalculator(Explorer):
@@ -60,9 +78,9 @@ class SizingCalculator(Explorer):
         utilisation: float = 0.5,
     ) -> None:
         controls = {
-            "model": widgets.Dropdown(options=list(MODEL_CARDS), description="model"),
+            "model": widgets.Dropdown(options=list(MODELS), description="model"),
             "gpu": widgets.Dropdown(options=list(GPU_CARDS), description="GPU"),
-            "gpus": widgets.Dropdown(options=[8, 16, 32, 64, 128, 256], description="GPUs"),
+            "gpus": widgets.Dropdown(options=list(CLUSTER_SIZES), description="GPUs"),
             "global_batch": widgets.Dropdown(
                 options=[32, 64, 128, 256, 512, 1024], description="global batch"
             ),
@@ -101,12 +119,14 @@ class SizingCalculator(Explorer):
             **GPU_CARDS[state["gpu"]],
         )
         recompute = None if state["recompute"] == "search" else state["recompute"]
+        shape, choices = model_of(state["model"])
         self.result = size(
-            MODEL_CARDS[state["model"]],
+            shape,
             state["global_batch"],
             hardware,
             recompute=recompute,
             top=TOP,
+            **choices,
         )
         best = self.result.best
         self.timeline = None
