@@ -22,10 +22,14 @@ STATIC = 18  # bytes a parameter
 GB = 1e9
 
 
-def test_chapter_six_has_six_exercises_four_of_them_construct_or_choose():
+def test_chapter_six_has_ten_exercises_half_of_them_derive_construct_or_implement():
     found = exercises("6")
-    assert [e.id for e in found] == ["6.1", "6.2", "6.3", "6.4", "6.5", "6.6"]
-    assert sum(e.kind in ("construct", "choose") for e in found) == 4
+    assert [e.id for e in found] == [f"6.{k}" for k in range(1, 11)]
+    kinds = [e.kind for e in found]
+    assert kinds == ["compute"] * 2 + ["choose"] * 3 + ["construct", "derive", "construct"] + [
+        "construct",
+        "implement",
+    ]
 
 
 def test_6_1_one_layer():

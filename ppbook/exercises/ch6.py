@@ -10,6 +10,9 @@ makes with :func:`ppbook.cost_model.flops.stage_costs`, so every choice and cons
 by its effect on a simulated step. Sizes are in GB = 10^9 bytes; times in seconds at
 :data:`SPEED` FLOP/s. The hints name the usual slips: GiB for GB, GPipe's m micro-batches
 where 1F1B's first rank holds p, the static state without the activations.
+
+Exercises 6.7 to 6.10, which ask the reader to derive, construct or implement, live in
+:mod:`ppbook.exercises.ch6_make`; importing this module registers them too.
 """
 
 from __future__ import annotations
@@ -329,3 +332,6 @@ def _balanced_split(answer):
         f"{even_step:.3g} s with the even split {split_layers(24, 4)}: memory balanced, "
         "time unbalanced."
     )
+
+
+from ppbook.exercises import ch6_make  # noqa: E402, F401 (registers 6.7 to 6.10)

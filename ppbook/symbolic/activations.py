@@ -7,7 +7,7 @@ tensors its backward needs. This module writes that list down (:data:`SAVED`, on
 sbh(34 + 5as/h) bytes and its tensor-parallel, sequence-parallel and recomputation
 variants come out of the count (:func:`layer_activation_bytes`) instead of being typed in.
 The layer is GPT's: LayerNorm, a QKV linear, attention (softmax, dropout), an output
-projection, dropout, residual; LayerNorm, an MLP of width ``f h`` with GeLU, dropout,
+projection, dropout, residual; LayerNorm, an MLP of width ``w_ff h`` with GeLU, dropout,
 residual. Activations take ``e`` bytes an element (2 for 16-bit), dropout masks 1 byte,
 the logits before the loss 4 (32-bit), as in the paper.
 
@@ -21,7 +21,7 @@ recomputes them; full recomputation keeps only each layer's input.
 of :mod:`.transformer`, as :class:`ShapeFormula` records (derived with sympy, checked
 calls). The sources' own forms are kept apart (:func:`published_forms`) for the tests
 and chapters to compare with. Symbols: :mod:`.transformer` (``s`` sequence length,
-``b`` micro-batch size, ``h``, ``a``, ``t``, ``V``, ``L``, ``f``, ``e``).
+``b`` micro-batch size, ``h``, ``a``, ``t``, ``V``, ``L``, ``w_ff``, ``e``).
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ from ppbook.symbolic.transformer import (
     b,
     check_recompute,
     e,
-    f,
     h,
     layer_flops,
     layer_parameters,
     model_parameters,
     s,
     t,
+    w_ff,
 )
 
 _KORTHIKANTI = "Korthikanti et al. 2022, arXiv:2205.05198"
@@ -86,8 +86,8 @@ SAVED: tuple[Saved, ...] = (
     Saved("attention dropout mask", "attention", s * b * h, 1, "replicated"),
     Saved("LayerNorm 2 input", "layer norm", s * b * h, e, "replicated"),
     Saved("MLP first linear input", "mlp", s * b * h, e, "replicated"),
-    Saved("GeLU input", "mlp", f * s * b * h, e, "sharded"),
-    Saved("MLP second linear input", "mlp", f * s * b * h, e, "sharded"),
+    Saved("GeLU input", "mlp", w_ff * s * b * h, e, "sharded"),
+    Saved("MLP second linear input", "mlp", w_ff * s * b * h, e, "sharded"),
     Saved("MLP dropout mask", "mlp", s * b * h, 1, "replicated"),
 )
 """The tensors one layer keeps for its backward, in forward order (Korthikanti sec. 4.1)."""
@@ -141,7 +141,7 @@ def output_activation_bytes(sequence_parallel: bool = False) -> sp.Expr:
 def published_forms() -> MappingProxyType[str, sp.Expr]:
     """The sources' own forms, typed in as printed, for the tests and chapters to compare with.
 
-    Korthikanti et al. Table 2 (activation bytes per layer, 16-bit, f = 4): no
+    Korthikanti et al. Table 2 (activation bytes per layer, 16-bit, w_ff = 4): no
     parallelism, tensor parallel, tensor + sequence parallel, tensor parallel with
     selective recomputation, tensor + sequence parallel with selective recomputation,
     full recomputation; sec. 4.3's output-layer extra 4sbh/t (1 + V/h); the Zero Bubble
@@ -172,7 +172,7 @@ _LABELS = {
     t: "tensor-parallel size t",
     V: "vocab V",
     L: "layers L",
-    f: "MLP width over hidden f",
+    w_ff: "MLP width over hidden w_ff",
     e: "bytes per activation element e",
 }
 _T_DIVIDES_A = (sp.Eq(sp.Mod(a, t), 0), "t dividing a (whole heads on each rank)")
@@ -200,7 +200,7 @@ class ShapeFormula(Formula):
 
 
 def _record(name, expr, meaning, conditions, source, requires=()) -> ShapeFormula:
-    order = (s, b, h, a, t, V, L, f, e)
+    order = (s, b, h, a, t, V, L, w_ff, e)
     args = tuple(x for x in order if x in expr.free_symbols)
     checked = tuple(r for r in requires if r[0].free_symbols <= set(args))
     return ShapeFormula(name, expr, args, meaning, conditions, source, DERIVED, checked)
@@ -221,13 +221,13 @@ _VARIANTS = {  # name: (tensor_parallel, sequence_parallel, recompute, where in 
 def activation_formulas() -> MappingProxyType[str, ShapeFormula]:
     """Chapter 6's counts by name, each a :class:`ShapeFormula` derived with sympy.
 
-    Activation bytes per layer and micro-batch on one rank (at e = 2 and f = 4; the
+    Activation bytes per layer and micro-batch on one rank (at e = 2 and w_ff = 4; the
     ``_general`` entry keeps both symbols), the last stage's extra bytes, parameters and
     FLOPs per pass. All are counted from :data:`SAVED` and :mod:`.transformer`'s
     ``WEIGHTS`` and ``MATMULS``; the tests check each against :func:`published_forms`
     and the activations against PyTorch's saved tensors.
     """
-    paper = {e: 2, f: 4}
+    paper = {e: 2, w_ff: 4}
     per_layer = "bytes one layer keeps per micro-batch on one rank"
     scores = "; attention materialises its s x s scores"
     entries = [
@@ -255,14 +255,14 @@ def activation_formulas() -> MappingProxyType[str, ShapeFormula]:
         ),
         _record(
             "layer_parameters",
-            layer_parameters().subs(f, 4),
+            layer_parameters().subs(w_ff, 4),
             "parameters of one layer",
             "MLP width 4h",
             _MEGATRON,
         ),
         _record(
             "model_parameters",
-            model_parameters().subs(f, 4),
+            model_parameters().subs(w_ff, 4),
             "parameters of the model: tied embeddings, learned positions, final LayerNorm",
             "MLP width 4h",
             _MEGATRON,
@@ -272,7 +272,7 @@ def activation_formulas() -> MappingProxyType[str, ShapeFormula]:
         entries.append(
             _record(
                 f"layer_flops_{kind}",
-                sp.factor(expr.subs(f, 4)),
+                sp.factor(expr.subs(w_ff, 4)),
                 f"FLOPs of one micro-batch's {kind} pass through one layer",
                 "matrix multiplies only, MLP width 4h; I is the paper's B",
                 _ZB,

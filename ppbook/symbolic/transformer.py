@@ -4,20 +4,21 @@ The symbols of a model's shape (their own, apart from the glossary of
 :mod:`ppbook.symbolic.symbols`: here ``s`` is the sequence length, not a stage index, and
 ``b`` the micro-batch size, not a target bubble):
 
-=====  ==============================================================================
-``s``  sequence length (tokens per sample)
-``b``  micro-batch size (samples per micro-batch)
-``h``  hidden size
-``a``  attention heads
-``t``  tensor-parallel size (ranks a layer's matrices are split over)
-``V``  vocabulary size
-``L``  transformer layers
-``f``  MLP width over ``h`` (4 in GPT)
-``e``  bytes per activation element (2 for 16-bit)
-=====  ==============================================================================
+========  ===========================================================================
+``s``     sequence length (tokens per sample)
+``b``     micro-batch size (samples per micro-batch)
+``h``     hidden size
+``a``     attention heads
+``t``     tensor-parallel size (ranks a layer's matrices are split over)
+``V``     vocabulary size
+``L``     transformer layers
+``w_ff``  MLP width over ``h`` (4 in GPT): the MLP is ``d_ff = w_ff h`` wide (named
+          apart from the bubble fraction ``f``; ``f`` stays importable as an alias)
+``e``     bytes per activation element (2 for 16-bit)
+========  ===========================================================================
 
 Parameters are counted from the layer's weights (:data:`WEIGHTS`): 12h^2 + 13h at
-f = 4, Megatron-LM's count (Narayanan et al. 2021, arXiv:2104.04473, sec. 5.1). FLOPs
+w_ff = 4, Megatron-LM's count (Narayanan et al. 2021, arXiv:2104.04473, sec. 5.1). FLOPs
 are counted from its matrix multiplies (:data:`MATMULS`), 2 m k n each, with the
 backward split as the Zero Bubble paper does (Qi et al. 2024, arXiv:2401.10241, Table 1):
 ``I`` computes the gradients of a multiply's activation inputs, ``W`` of its weight.
@@ -29,7 +30,8 @@ from functools import cache
 
 import sympy as sp
 
-s, b, h, a, t, V, L, f, e = sp.symbols("s b h a t V L f e", integer=True, positive=True)
+s, b, h, a, t, V, L, w_ff, e = sp.symbols("s b h a t V L w_ff e", integer=True, positive=True)
+f = w_ff  # the name this symbol had before chapter 6 kept f for the bubble fraction
 
 RECOMPUTE = ("none", "selective", "full")
 """Activation recomputation: none, selective (the attention's s^2 part), full (each layer)."""
@@ -56,9 +58,9 @@ WEIGHTS: tuple[Weight, ...] = (
     Weight("QKV bias", 3 * h, "column"),
     Weight("output projection weight", h * h, "row"),
     Weight("output projection bias", h, "replicated"),
-    Weight("MLP first weight", f * h * h, "column"),
-    Weight("MLP first bias", f * h, "column"),
-    Weight("MLP second weight", f * h * h, "row"),
+    Weight("MLP first weight", w_ff * h * h, "column"),
+    Weight("MLP first bias", w_ff * h, "column"),
+    Weight("MLP second weight", w_ff * h * h, "row"),
     Weight("MLP second bias", h, "replicated"),
     Weight("LayerNorm 1 and 2 scales and shifts", 4 * h, "replicated"),
 )
@@ -67,7 +69,7 @@ WEIGHTS: tuple[Weight, ...] = (
 
 @cache
 def layer_parameters(tensor_parallel: bool = False) -> sp.Expr:
-    """Parameters of one layer on one tensor-parallel rank: 12h^2 + 13h at f = 4, t = 1."""
+    """Parameters of one layer on one tensor-parallel rank: 12h^2 + 13h at w_ff = 4, t = 1."""
     total = sp.Integer(0)
     for w in WEIGHTS:
         total += w.elements / (t if tensor_parallel and w.split != "replicated" else 1)
@@ -100,8 +102,8 @@ MATMULS: tuple[Matmul, ...] = (
     Matmul("QK^T (b a of them)", a * b * s, h / a, s, False),
     Matmul("attention over V (b a of them)", a * b * s, s, h / a, False),
     Matmul("output projection", _TOKENS, h, h, True),
-    Matmul("MLP first", _TOKENS, h, f * h, True),
-    Matmul("MLP second", _TOKENS, f * h, h, True),
+    Matmul("MLP first", _TOKENS, h, w_ff * h, True),
+    Matmul("MLP second", _TOKENS, w_ff * h, h, True),
 )
 """The multiplies of one layer: 2 m k n FLOPs forward (element-wise work is left out)."""
 
