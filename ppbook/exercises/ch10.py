@@ -12,7 +12,10 @@ that need it. The hints name the usual slips: ``--nproc-per-node`` taken as the 
 order, the node cut placed across the two-way hops of an interleaved pipeline, messages
 counted one way only.
 :func:`two_node_costs` is the chapter's cost model, which the notebook uses too. Exercises
-10.1 and 10.5, whose checks ask PyTorch, live in :mod:`ppbook.exercises.ch10_torch`.
+10.1 and 10.5, whose checks ask PyTorch, live in :mod:`ppbook.exercises.ch10_torch`; the
+sends and receives of an order (10.6) in :mod:`ppbook.exercises.ch10_comms`; the messages
+between N nodes (10.7) and a tensor-by-pipeline placement on rails (10.8) in
+:mod:`ppbook.exercises.ch10_build`.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def two_node_costs(inter_gb_per_s: float, placement=None) -> Costs:
     return Costs(**passes, comm_bytes=message, topology=nodes, contention=True, time_unit="ms")
 
 
-# ----- choose: the placement --------------------------------------------------------------
+# ----- construct: the placement -----------------------------------------------------------
 
 
 BUSY_10_2 = tuple(range(8, 13))
@@ -78,10 +81,10 @@ BUSY_10_2 = tuple(range(8, 13))
 
 @exercise(
     "10.2",
-    "Choose a placement (one free device per rank) of interleaved 1F1B's 16 ranks (v = 2, "
+    "Construct a placement (one free device per rank) of interleaved 1F1B's 16 ranks (v = 2, "
     "m = 32) on three nodes of 8, devices 0-7, 8-15 and 16-23, where another job holds "
     "devices 8-12, that sends as few messages across the nodes as possible.",
-    kind="choose",
+    kind="construct",
     solution="A micro-batch goes through the ranks 0, 1, ..., 15, back to 0, and through "
     "0, ..., 15 again: each hop between ranks r and r+1 twice each way, the wrap from 15 to "
     "0 once. Nodes 0 and 2 are wholly free and hold all 16 ranks; the free devices in "
@@ -209,4 +212,6 @@ def _bytes_across(answer):
     )
 
 
+import ppbook.exercises.ch10_build  # noqa: E402, F401 (registers 10.7 and 10.8)
+import ppbook.exercises.ch10_comms  # noqa: E402, F401 (registers 10.6)
 import ppbook.exercises.ch10_torch  # noqa: E402, F401 (registers 10.1 and 10.5)

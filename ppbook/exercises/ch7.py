@@ -8,7 +8,8 @@ and :class:`ppbook.links.Link` for a message's size and time, the simulator
 across nodes. The hints name the usual slips: elements counted instead of bytes, a link's
 both-directions or gigabit figure used as its one-way GB/s, more chunks taken as always
 better, neighbouring ranks split between nodes, the free devices taken in order. Sources:
-REFERENCES.md (Megatron-LM, arXiv:2104.04473, sec. 2.2.2 and 3; LogP).
+REFERENCES.md (Megatron-LM, arXiv:2104.04473, sec. 2.2.2 and 3; LogP). GPipe's step when
+messages queue (7.7) and a ring all-reduce (7.8) live in :mod:`ppbook.exercises.ch7_build`.
 """
 
 from __future__ import annotations
@@ -356,3 +357,6 @@ def _across_nodes(answer):
             "with a fast link across the nodes the all-reduces cost little.",
         )
     return wrong(f"{said}.", "the all-reduces cross between the nodes 256 times per micro-batch.")
+
+
+import ppbook.exercises.ch7_build  # noqa: E402, F401 (registers 7.7 and 7.8)
