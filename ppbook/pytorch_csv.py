@@ -4,8 +4,9 @@
 compute only (``0F0``, ``1B0``, ``(0F4;7B1)OVERLAP_F_B``, an empty cell for an idle step),
 or, by default for its multi-stage schedules, with communication and sharding as well:
 ``0SEND_F1`` (stage 0 sends micro-batch 1's activation), ``1RECV_F0``, ``1SEND_B0``
-(stage 1 sends the gradient back), ``0RECV_B0``, ``0UNSHARD``, ``0RESHARD`` and ``0REDUCE_GRAD``. :func:`read_csv` reads both:
-ppbook simulates compute, so it drops the other actions and says how many in
+(stage 1 sends the gradient back), ``0RECV_B0``, ``0UNSHARD``, ``0RESHARD`` and
+``0REDUCE_GRAD``. :func:`read_csv` reads both: ppbook simulates compute, so it drops the
+other actions and says how many in
 :attr:`Schedule.notes <ppbook.pipeline_schedule.Schedule.notes>`. :func:`write_csv` writes the
 compute-only form, which PyTorch's ``_load_csv`` reads (``format="compute_only"``).
 
