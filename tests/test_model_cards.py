@@ -16,7 +16,7 @@ from ppbook.cost_model.model_cards import (
     model_card,
     read_hf_config,
 )
-from ppbook.cost_model.model_shape import ModelShape
+from ppbook.cost_model.model_shape import ModelShape, Parallel
 
 # ----- published counts -----------------------------------------------------------------
 
@@ -74,6 +74,25 @@ def test_cards_have_the_published_shapes():
     assert model_card("deepseek-v3").memory_choices["moment_bytes"] == 2
     gpt3 = model_card("gpt3-175b").shape()
     assert gpt3.position_embeddings and gpt3.tied_embeddings and gpt3.dropout
+
+
+def test_deepseek_card_lists_its_report_s_memory_choices_with_their_sections():
+    card = model_card("deepseek-v3")
+    assert card.memory_choices == {
+        "moment_bytes": 2,  # sec. 3.3.3, Low-Precision Optimizer States
+        "master_bytes": 4,
+        "gradient_bytes": 4,
+        "recompute_norm": True,  # sec. 3.2.3
+        "recompute_mla_up": True,
+        "fp8_activations": True,  # sec. 3.3.3, Low-Precision Activation and Communication
+        "recompute_swiglu": True,  # sec. 3.3.3, Low-Precision Activation (2)
+    }
+    source = card.source["memory_choices"]
+    for said in ("sec. 3.2.3", "sec. 3.3.3", "E5M6", "SwiGLU", "Not in the report"):
+        assert said in source
+    Parallel(**card.memory_choices)  # each a Parallel field, within its range
+    for name in ("llama3-405b", "mixtral-8x7b", "gpt3-175b"):  # FP8 is DeepSeek-V3's own
+        assert not model_card(name).memory_choices.get("fp8_activations")
 
 
 # ----- counts against PyTorch modules built from a shape -------------------------------

@@ -237,6 +237,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         default=None,
         help="recompute MLA's up-projections in the backward (DeepSeek-V3; default: the card's)",
     )
+    state.add_argument(
+        "--fp8-activations",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="cache linear layers' inputs in FP8, after attention in E5M6 (DeepSeek-V3; "
+        "default: the card's)",
+    )
+    state.add_argument(
+        "--recompute-swiglu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="MoE experts keep their SwiGLU's input and recompute its output, no expert "
+        "outputs kept (DeepSeek-V3; default: the card's)",
+    )
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument(

@@ -107,6 +107,8 @@ def layout_of(args: argparse.Namespace, choices: dict) -> dict:
         "moment_bytes": choices.get("moment_bytes", 4),
         "recompute_norm": choices.get("recompute_norm", False),
         "recompute_mla_up": choices.get("recompute_mla_up", False),
+        "fp8_activations": choices.get("fp8_activations", False),
+        "recompute_swiglu": choices.get("recompute_swiglu", False),
     }
     if args.grad_dtype is not None:
         out["gradient_bytes"] = DTYPE_BYTES[args.grad_dtype]
@@ -116,4 +118,8 @@ def layout_of(args: argparse.Namespace, choices: dict) -> dict:
         out["recompute_norm"] = args.recompute_norms
     if args.recompute_mla_up is not None:
         out["recompute_mla_up"] = args.recompute_mla_up
+    if args.fp8_activations is not None:
+        out["fp8_activations"] = args.fp8_activations
+    if args.recompute_swiglu is not None:
+        out["recompute_swiglu"] = args.recompute_swiglu
     return out

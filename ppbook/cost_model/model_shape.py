@@ -277,6 +277,14 @@ class Parallel:
     - ``recompute``: none, selective or full; ``recompute_norm``: the norms' outputs
       recomputed in the backward (DeepSeek-V3, its report sec. 3.2.3);
       ``recompute_mla_up``: MLA's up-projections recomputed (same);
+    - ``fp8_activations``: the inputs of the linear layers cached for the backward in FP8,
+      1 byte an element and a 4-byte scale per 1 x 128 tile, the inputs of the projection
+      after attention in the 12-bit E5M6, and the MoE SwiGLU's inputs in FP8 (DeepSeek-V3,
+      its report sec. 3.3.1 and 3.3.3); norms, attention and the router keep ``e`` bytes;
+    - ``recompute_swiglu``: each MoE layer's experts keep their SwiGLU's inputs and
+      recompute its output in the backward (DeepSeek-V3, sec. 3.3.3), with the router's
+      weights applied inside it (Megatron-Core's weighted SwiGLU), so that no expert output
+      is kept for the weights' gradient (:mod:`ppbook.cost_model.activation_bytes`);
     - ``attention``: ``"standard"`` (s x s scores kept) or ``"flash"``;
     - ``microbatch_size`` samples per micro-batch.
     """
@@ -295,12 +303,15 @@ class Parallel:
     moment_bytes: int = 4
     recompute_norm: bool = False
     recompute_mla_up: bool = False
+    fp8_activations: bool = False
+    recompute_swiglu: bool = False
 
     def __post_init__(self) -> None:
         owner = "Parallel"
         for name in ("tp", "dp", "microbatch_size", "ep", "cp"):
             object.__setattr__(self, name, _count(getattr(self, name), name, owner))
-        for name in ("sp", "recompute_norm", "recompute_mla_up"):
+        flags = ("sp", "recompute_norm", "recompute_mla_up", "fp8_activations", "recompute_swiglu")
+        for name in flags:
             _flag(getattr(self, name), name, owner)
         if self.zero not in (0, 1, 2, 3) or isinstance(self.zero, bool):
             raise ValueError(

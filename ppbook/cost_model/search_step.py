@@ -183,19 +183,20 @@ def _lower_bound(
     chunk share)."""
     c = option.config
     schedule = _structure(shape, c.schedule, c.pp, c.v, c.tp, c.ep).schedule
-    stage_to_rank, share, route = schedule.stage_to_rank, schedule.chunk_share, schedule.route(0)
+    stage_to_rank, share = schedule.stage_to_rank, schedule.chunk_share
     per_stage = {key: [x * share for x in values[key]] for key in ("F", "B", "I")}
-    before = {}
-    ahead = 0.0
-    for stage in route:
-        before[stage] = ahead
-        ahead += per_stage["F"][stage]
+    routes = [schedule.route(j) for j in range(schedule.num_microbatches)]
+    before: dict[int, float] = {}  # the least forward work ahead of each stage on any route
+    for route in {tuple(r) for r in routes}:
+        ahead = 0.0
+        for stage in route:
+            before[stage] = min(before.get(stage, ahead), ahead)
+            ahead += per_stage["F"][stage]
     busy = [0.0] * c.pp
-    start = [ahead] * c.pp
+    start = [max(before.values())] * c.pp
     for stage, rank in enumerate(stage_to_rank):
         busy[rank] += per_stage["F"][stage] + per_stage["B"][stage]
         start[rank] = min(start[rank], before[stage])
-    routes = [schedule.route(j) for j in range(schedule.num_microbatches)]
     tails = [
         max((_tail(stage, kind, routes, per_stage["I"]) for stage, kind in last), default=0.0)
         for last in last_actions(c.schedule, c.pp, c.v, c.num_microbatches)

@@ -147,6 +147,8 @@ def size(
     moment_bytes: int = 4,
     recompute_norm: bool = False,
     recompute_mla_up: bool = False,
+    fp8_activations: bool = False,
+    recompute_swiglu: bool = False,
 ) -> SizingResult:
     """Every configuration of ``shape`` on ``hardware`` for ``global_batch`` samples a step.
 
@@ -156,12 +158,12 @@ def size(
     of dp that divide the experts, 1 for a dense model). ``cp`` context-parallel ranks
     (default 1) split each sequence: the GPUs are tp * cp * pp * dp. ``sequence_parallel``
     (default on), ``zero`` (ZeRO stage 0 to 3), the bytes of each parameter's gradient,
-    master copy and Adam moments, and DeepSeek-V3's ``recompute_norm`` and
-    ``recompute_mla_up`` apply to every configuration
-    (:class:`~ppbook.cost_model.model_shape.Parallel`). ``top``: rank only the ``top``
-    fastest (much faster; see the module's docstring). ``schedules``: the schedules tried
-    (one to fix it; with pp = 1 there is no pipeline and every schedule is plain gradient
-    accumulation). ``attention``: ``"flash"`` (default) or ``"standard"``
+    master copy and Adam moments, and DeepSeek-V3's ``recompute_norm``,
+    ``recompute_mla_up``, ``fp8_activations`` and ``recompute_swiglu`` apply to every
+    configuration (:class:`~ppbook.cost_model.model_shape.Parallel`). ``top``: rank only
+    the ``top`` fastest (much faster; see the module's docstring). ``schedules``: the
+    schedules tried (one to fix it; with pp = 1 there is no pipeline and every schedule is
+    plain gradient accumulation). ``attention``: ``"flash"`` (default) or ``"standard"``
     (:mod:`ppbook.cost_model.layer_time`; ignored under ``hardware.utilisation``);
     ``dropout``: the block drops out after attention and the MLP (and, with standard
     attention, on its probabilities), as Megatron-LM's GPT did; ``None``: the attention's
@@ -189,6 +191,8 @@ def size(
         moment_bytes=moment_bytes,
         recompute_norm=recompute_norm,
         recompute_mla_up=recompute_mla_up,
+        fp8_activations=fp8_activations,
+        recompute_swiglu=recompute_swiglu,
     )
     unknown = [name for name in schedules if name not in SCHEDULES]
     if unknown or not schedules:

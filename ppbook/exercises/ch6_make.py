@@ -33,9 +33,10 @@ from ppbook.cost_model.memory_bytes import (
     peak_memory,
 )
 from ppbook.cost_model.model_cards import model_card
+from ppbook.cost_model.search_costs import GB
 from ppbook.costs import Costs
 from ppbook.exercises import exercise, integer, number, right, wrong
-from ppbook.exercises.ch6 import GB, MODEL_13B, SPEED, run
+from ppbook.exercises.ch6_jobs import MODEL_13B, SPEED, run
 from ppbook.schedules import build
 from ppbook.simulate import simulate
 
