@@ -30,6 +30,7 @@ from ppbook.cost_model.model_cards import model_card
 from ppbook.cost_model.model_shape import ModelShape
 from ppbook.cost_model.search_costs import A100_SXM_80GB, Hardware
 from ppbook.cost_model.sizing_search import size
+from ppbook.schedules import v_shape
 
 GOAL_S = 10.0
 """Search time goal, in seconds (issue 18: each answer under 10 s)."""
@@ -79,7 +80,8 @@ def main() -> None:
             search_step,
             layer_time,
             step_work,
-        ):  # every cache
+            v_shape,
+        ):  # every cache, the V schedules' builds too
             for value in vars(module).values():
                 if hasattr(value, "cache_clear"):
                     value.cache_clear()

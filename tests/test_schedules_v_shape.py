@@ -6,7 +6,9 @@ Independent answers:
   ``megatron/core/pipeline_parallel/zerobubble/scheduler/zbv_greedy.py``, ``PipelineGraph``
   with F = B = W = 1 and no transfer time, ``schedule_from_pattern(..., do_reorder=True)``):
   its per-rank orders for two small cases, written out below, and its longest rank span
-  (``max_time``): 38 for V-Half at p = 4, m = 5 and 29 for V-Min at p = 3, m = 4;
+  (``max_time``): 38 for V-Half at p = 4, m = 5 and 29 for V-Min at p = 3, m = 4; and a
+  digest of its orders for every p <= 9, m <= 3p+3 and six larger cases up to p = 33,
+  m = 100 (:data:`AUTHORS_EVERY_M`, :data:`AUTHORS_LARGE`);
 - the activation memory the authors print, (p+2)//2 micro-batches of a full stage for
   V-Half and (p+4)//3 for V-Min, against 1F1B's p (REFERENCES.md);
 - their bubbles when F = B = W: about half (V-Half) and two thirds (V-Min) of 1F1B's.
@@ -16,6 +18,8 @@ and within the stated memory at every instant of the simulated timeline.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import pytest
 from bounds import lower_bounds
@@ -60,6 +64,48 @@ AUTHORS = {  # rows of zbv_greedy.py's order, rank by rank (module docstring)
 }
 AUTHORS_SPAN = {("v-half", 4, 5): 38, ("v-min", 3, 4): 29}
 
+# The first 16 hex digits of the sha256 of zbv_greedy.py's orders (the repository's commit
+# 39f2c186; PipelineGraph(p, m, "half" or "min", 1, 1, 1, 0).schedule_from_pattern(
+# stable_pattern_v_half or _v_min(p), m, [1] * 6, do_reorder=True), its third value),
+# written as AUTHORS' rows: each rank's row, joined by newlines; by p, the cases m = 1,
+# ..., 3p+3 joined by blank lines.
+AUTHORS_EVERY_M = {
+    ("v-half", 1): "eb69731cd636ac86",
+    ("v-half", 2): "0e68f7cf58ac2fa4",
+    ("v-half", 3): "371116fe210c78b8",
+    ("v-half", 4): "753df9f6cf13cd03",
+    ("v-half", 5): "3e627b40fe2c320c",
+    ("v-half", 6): "d899a5d54b7adf7f",
+    ("v-half", 7): "5fac1c1cb7734b67",
+    ("v-half", 8): "de659d8bdfcc392c",
+    ("v-half", 9): "87841e21b97a77dd",
+    ("v-min", 1): "99e2d2305a43412a",
+    ("v-min", 2): "5008950e83555c67",
+    ("v-min", 3): "0822a598372ad413",
+    ("v-min", 4): "843e17a72d509ce7",
+    ("v-min", 5): "91b8a6928e32565e",
+    ("v-min", 6): "3f26d9a933b74074",
+    ("v-min", 7): "d0c282aec6254787",
+    ("v-min", 8): "cad2bfb08411b0b5",
+    ("v-min", 9): "bf72c564bc87cbe7",
+}
+AUTHORS_LARGE = {
+    ("v-half", 16, 64): "3e2b255251843c82",
+    ("v-min", 16, 64): "babdc3a83baeb1b0",
+    ("v-half", 24, 50): "a8aa710b6692ac26",
+    ("v-min", 24, 50): "6fc2bfadafd99d23",
+    ("v-half", 32, 100): "5f52ac7a7a86579a",
+    ("v-min", 33, 100): "d5d25244155c2b86",
+}
+
+
+def _digest(texts: list[str]) -> str:
+    return hashlib.sha256("\n\n".join(texts).encode()).hexdigest()[:16]
+
+
+def _text(schedule) -> str:
+    return "\n".join(" ".join(row) for row in schedule.to_strings())
+
 
 @pytest.mark.parametrize("case", list(AUTHORS))
 def test_the_authors_order_and_span(case):
@@ -69,6 +115,18 @@ def test_the_authors_order_and_span(case):
     # their passes take one slot each: a chunk pass of 1 is a device share of 2
     timeline = simulate(schedule, Costs(F=2, I=2, W=2))
     assert max(timeline.rank_spans) == AUTHORS_SPAN[case]
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_the_authors_order_for_every_small_case_and_a_few_large_ones(name):
+    """Every m up to 3p+3 for p <= 9, where warm-up, steady state and cool-down meet in
+    every way, and larger pipelines, where the reordering moves many passes."""
+    for p in range(1, 10):
+        texts = [_text(BUILDERS[name](p, m)) for m in range(1, 3 * p + 4)]
+        assert _digest(texts) == AUTHORS_EVERY_M[name, p], (name, p)
+    for (kind, p, m), digest in AUTHORS_LARGE.items():
+        if kind == name:
+            assert _digest([_text(BUILDERS[name](p, m))]) == digest, (name, p, m)
 
 
 @pytest.mark.parametrize("name", list(BUILDERS))

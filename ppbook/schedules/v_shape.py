@@ -21,8 +21,17 @@ up arm's first); *reorder* the passes of the warm-up and the cool-down into earl
 slots where no rank's peak memory grows; *squeeze* out the empty slots without changing
 any rank's order (the simulator does this last step itself, for any costs). The order
 does not depend on the costs. It is the order of the authors' ``zbv_greedy.py``
-(compared for p <= 9, m <= 3p+3 when written; two cases are kept in
-tests/test_schedules_v_shape.py).
+(tests/test_schedules_v_shape.py keeps two of their orders literally and a digest of
+theirs for every p <= 9, m <= 3p+3 and a few larger cases).
+
+The steps cost about linear time in the p * 6m passes (p = 64, m = 1024: well under a
+second; ``benchmarks/bench_simulator.py``): only the warm-up and cool-down passes are
+visited one by one (the steady state never moves), the W passes are placed first come,
+first served with running maxima (:func:`_fifo`), a move is checked only from the slot it
+goes to until the rank's activations agree with the old ones again, and the squeeze solves
+each rank's start times as one running maximum, again from the first pass a neighbour
+changed (:func:`_squeeze`). Built rows are kept (:func:`_rows`), as a sizing search asks
+for the same (p, m) more than once.
 
 What the authors print (their README and the paper's demo page, REFERENCES.md): activation
 memory (p+4)//3 micro-batches of a full stage for V-Min and (p+2)//2 for V-Half, against
@@ -32,8 +41,12 @@ tests/test_schedules_v_shape.py.
 
 from __future__ import annotations
 
-from bisect import insort
-from itertools import accumulate
+from bisect import bisect_left, bisect_right, insort
+from functools import lru_cache, partial
+from itertools import chain, repeat
+from operator import itemgetter
+
+import numpy as np
 
 from ppbook.pipeline_schedule import Action, Schedule
 from ppbook.schedules.rules import check_counts
@@ -43,6 +56,7 @@ _PERIOD = 6  # slots per micro-batch on every rank: F, I, W on two chunks
 # pass types of a block, in the order of its offsets: (arm, kind); arm 0 is down (stage r)
 _TYPES = ((0, "F"), (1, "F"), (1, "I"), (0, "I"))
 _W = 4  # the weight passes, when kept in one list
+_new_action = partial(tuple.__new__, Action)
 
 
 def block_offsets(p: int, kind: str) -> list[tuple[int, int, int, int]]:
@@ -54,149 +68,136 @@ def block_offsets(p: int, kind: str) -> list[tuple[int, int, int, int]]:
     return [(2 * r, 3 * p - 2 - r, 3 * p + d + 2 * r - 1, 6 * p + d - 2 - r) for r in range(p)]
 
 
+def _fifo(free: np.ndarray, arrivals: np.ndarray, beyond: int) -> np.ndarray:
+    """Slots of unit passes served first come, first served in the sorted ``free`` slots,
+    each after its arrival (sorted); those left over take ``beyond``, ``beyond`` + 1, ...
+
+    The k-th pass takes free slot max(first free slot after its arrival, the (k-1)-th's
+    + 1), in indices of ``free``: k plus the running maximum of (that first index - k)."""
+    k = np.arange(len(arrivals))
+    index = k + np.maximum.accumulate(np.searchsorted(free, arrivals, side="right") - k)
+    out = beyond + index - len(free)
+    inside = index < len(free)
+    out[inside] = free[index[inside]]
+    return out
+
+
+def _free_slots(slots: list[list[int]]) -> tuple[np.ndarray, int]:
+    """A rank's free slots up to its last pass (sorted), and that last slot."""
+    taken = np.concatenate([np.asarray(row) for row in slots[:4]])
+    last = int(taken.max())
+    busy = np.zeros(last + 1, dtype=bool)
+    busy[taken] = True
+    return np.flatnonzero(~busy), last
+
+
+def _w_slots(slots: list[list[int]]) -> np.ndarray:
+    """The W passes in one list (each in the first free slot after its I, FIFO)."""
+    free, last = _free_slots(slots)
+    backwards = np.sort(np.concatenate([np.asarray(slots[2]), np.asarray(slots[3])]))
+    return _fifo(free, backwards, last + 1)
+
+
 def _put_w(slots: list[list[int]], split: bool) -> list[list[int]]:
     """Add the W passes: each in the first free slot after its I, FIFO, the up arm's first
-    when ``split`` (two lists, up then down), else one list; leftovers after the last slot."""
-    lists: list[list[int]] = [[], []] if split else [[]]
-    pending = [0, 0]
-    taken = {s: t for t, row in enumerate(slots) for s in row}
-    last = max(taken)
-    for s in range(last + 1):
-        if s in taken:
-            if taken[s] in (2, 3):
-                pending[taken[s] - 2 if split else 0] += 1
-            continue
-        for w in range(2):
-            if pending[w]:
-                lists[w].append(s)
-                pending[w] -= 1
-                break
-    s = last
-    for w in range(2):
-        while pending[w]:
-            s += 1
-            lists[w].append(s)
-            pending[w] -= 1
-    return [row[:] for row in slots[:4]] + lists
+    when ``split`` (two lists, up then down), else one list; leftovers after the last slot.
+
+    The up arm's W take any free slot they can, as if alone; the down arm's the free slots
+    left to them (and after the up arm's leftovers)."""
+    rows = [row[:] for row in slots[:4]]
+    if not split:
+        return [*rows, _w_slots(slots).tolist()]
+    free, last = _free_slots(slots)
+    up = _fifo(free, np.asarray(slots[2]), last + 1)
+    left = np.setdiff1d(free, up, assume_unique=True)
+    beyond = last + 1 + int(np.count_nonzero(up > last))
+    down = _fifo(left, np.asarray(slots[3]), beyond)
+    return [*rows, up.tolist(), down.tolist()]
+
+
+def _curve(slots: list[list[int]], w: np.ndarray, length: int) -> np.ndarray:
+    """Chunk activations held after each slot: +1 at each F, -1 at each W."""
+    change = np.bincount(np.asarray(slots[0]), minlength=length)[:length]
+    change = change + np.bincount(np.asarray(slots[1]), minlength=length)[:length]
+    change = change - np.bincount(w[w < length], minlength=length)[:length]
+    return np.cumsum(change)
 
 
 def _peak(slots: list[list[int]]) -> int:
     """A rank's most chunk activations: +1 at each F, -1 at each W; without W lists a free
     slot after a pending I stands for its W (the block's own W placement)."""
-    events = sorted((s, t) for t, row in enumerate(slots) for s in row)
-    has_w = len(slots) > 4
-    held = peak = pending = 0
-    previous = -1
-    for s, t in events:
-        if not has_w:  # each free slot before s runs one pending W
-            freed = min(pending, s - previous - 1)
-            held -= freed
-            pending -= freed
-        previous = s
-        if t < 2:
-            held += 1
-        elif t < 4:
-            pending += 1
-        else:
-            held -= 1
-        peak = max(peak, held)
-    return peak
-
-
-def _global_order(slots: list[list[list[int]]]) -> list[tuple[int, int, int, int]]:
-    """Every pass as (slot, rank, type, micro-batch), in slot order."""
-    return sorted(
-        (s, r, t, j)
-        for r, rank in enumerate(slots)
-        for t, row in enumerate(rank)
-        for j, s in enumerate(row)
-    )
+    w = np.asarray(slots[_W]) if len(slots) > 4 else _w_slots(slots)
+    length = max(max(row) for row in slots[:4]) + 1
+    return max(0, int(_curve(slots, w, length).max()))
 
 
 def _earliest(slots, backwards, r: int, t: int, j: int) -> int:
     """The first slot pass (r, t, j) may take: after what it depends on, in unit slots
     (``backwards[r]``: rank r's I slots in order; the j-th W follows the j-th of them)."""
     p = len(slots)
-    deps = [-1]
-    if t in (0, 2) and r > 0:  # down the V: forward of the down arm, I of the up arm
-        deps.append(slots[r - 1][t][j])
-    if t in (1, 3) and r + 1 < p:  # up the V
-        deps.append(slots[r + 1][t][j])
-    if 0 < t < 4:
-        deps.append(slots[r][t - 1][j])
+    rank = slots[r]
+    best = rank[t][j - 1] if j > 0 else -1
     if t == _W:
-        deps.append(backwards[r][j])
-    if j > 0:
-        deps.append(slots[r][t][j - 1])
-    return max(deps) + 1
+        return max(best, backwards[r][j]) + 1
+    if 0 < t:
+        best = max(best, rank[t - 1][j])
+    if t in (0, 2):  # down the V: forward of the down arm, I of the up arm
+        if r > 0:
+            best = max(best, slots[r - 1][t][j])
+    elif r + 1 < p:  # up the V
+        best = max(best, slots[r + 1][t][j])
+    return best + 1
 
 
-def _reorder(slots, consider_w: bool):
-    """Move warm-up (with ``consider_w``) and cool-down passes to earlier free slots where
-    no rank's peak memory grows past the schedule's; the steady state stays."""
-    if consider_w:
-        slots = [_put_w(rank, split=False) for rank in slots]
-        held = [_held(rank) for rank in slots]  # chunk activations after each slot
-    else:
-        curves = [_Implicit(rank) for rank in slots]
-    limit = max(_peak(rank) for rank in slots)
-    backwards = [sorted(rank[2] + rank[3]) for rank in slots]
-    last_mb = len(slots[0][0]) - 1
-    occupied = [set() for _ in slots]
-    phase = 0  # 0: warm-up, 1: steady state, 2: cool-down
-    for s, r, t, j in _global_order(slots):
-        if phase == 0 and t == 3 and r == 0:
-            phase = 1
-        if phase == 1 or (phase == 0 and not consider_w):
-            if phase == 1 and t == 0 and j == last_mb:
-                phase = 2
-            occupied[r].add(s)
-            continue
-        free = [e for e in range(_earliest(slots, backwards, r, t, j), s) if e not in occupied[r]]
-        slot = s
-        if consider_w:  # only a forward moved earlier can raise the peak
-            curve = held[r]
-            slot = next((e for e in free if t >= 2 or max(curve[e:s]) < limit), s)
-            change = 1 if t < 2 else -1 if t == _W else 0
-            for e in range(slot, s):
-                curve[e] += change
-        else:
-            slot = curves[r].move(s, free, limit)
-        slots[r][t][j] = slot
-        occupied[r].add(slot)
-        if t in (2, 3) and slot != s:
-            backwards[r].remove(s)
-            insort(backwards[r], slot)
-    if not consider_w:
-        slots = [_put_w(rank, split=False) for rank in slots]
-    return _squeeze(slots)
-
-
-def _held(slots: list[list[int]]) -> list[int]:
-    """Chunk activations held after each slot, with the W passes in their own list."""
-    change = [0] * (max(max(row) for row in slots) + 1)
-    for t, row in enumerate(slots):
-        for s in row:
-            change[s] += 1 if t < 2 else -1 if t == _W else 0
-    return list(accumulate(change))
+def _moving(slots, consider_w: bool) -> list[tuple[int, int, int, int]]:
+    """The passes that may move, as (slot, rank, type, micro-batch) in (slot, rank)
+    order: those of the warm-up (with ``consider_w``), before rank 0's first I down, and
+    those of the cool-down, after the first forward down of the last micro-batch that
+    comes after that I (rows are in micro-batch order, so in slot order)."""
+    m = len(slots[0][0])
+    s0 = slots[0][3][0]
+    after = [(rank[0][m - 1], r) for r, rank in enumerate(slots) if (rank[0][m - 1], r) > (s0, 0)]
+    events = []
+    for r, rank in enumerate(slots):
+        for t, row in enumerate(rank):
+            if consider_w:
+                last = bisect_left(row, s0)
+                events.extend(zip(row[:last], repeat(r), repeat(t), range(last), strict=False))
+            if after:
+                ts, tr = min(after)
+                first = bisect_left(row, ts) if r > tr else bisect_right(row, ts)
+                events.extend(
+                    zip(row[first:], repeat(r), repeat(t), range(first, len(row)), strict=False)
+                )
+    events.sort()
+    return events
 
 
 class _Implicit:
     """A rank's activations slot by slot when its W passes are not placed yet (as
     :func:`_peak`: a free slot runs one pending W), kept so that moving one pass earlier is
-    checked from the slot it moves to, not from the start."""
+    checked from the slot it moves to until the activations agree with the old ones again
+    (beyond that the rank runs as before, within the limit)."""
 
     def __init__(self, slots: list[list[int]]) -> None:
-        self.at = [-1] * (max(max(row) for row in slots) + 1)  # slot -> pass type
+        length = max(max(row) for row in slots) + 1
+        at = np.full(length, -1)
         for t, row in enumerate(slots):
-            for s in row:
-                self.at[s] = t
-        self.state = [(0, 0, 0)] * len(self.at)  # (held, pending I, peak so far) after slot
-        self._scan(0, store=True)
+            at[np.asarray(row)] = t
+        w = _w_slots(slots)
+        self.at = at.tolist()  # slot -> pass type
+        self.held = _curve(slots, w, length).tolist()  # activations after each slot
+        backwards = np.bincount(
+            np.concatenate([np.asarray(slots[2]), np.asarray(slots[3])]), minlength=length
+        )
+        done = np.bincount(w[w < length], minlength=length)
+        self.pending = np.cumsum(backwards - done).tolist()  # I whose W is still to run
 
-    def _scan(self, start: int, store: bool = False) -> int:
-        held, pending, peak = self.state[start - 1] if start else (0, 0, 0)
-        at, state = self.at, self.state
+    def _scan(self, start: int, moved: int, limit: int, store: bool) -> bool:
+        """Whether the activations from ``start`` stay within ``limit`` (until they agree
+        with the stored ones after ``moved``); with ``store``, keep them."""
+        held, pending = (self.held[start - 1], self.pending[start - 1]) if start else (0, 0)
+        at, old_held, old_pending = self.at, self.held, self.pending
         for x in range(start, len(at)):
             t = at[x]
             if t < 0:
@@ -204,68 +205,183 @@ class _Implicit:
                     held, pending = held - 1, pending - 1
             elif t < 2:
                 held += 1
-                peak = max(peak, held)
+                if held > limit:
+                    return False
             else:
                 pending += 1
+            if x >= moved and held == old_held[x] and pending == old_pending[x]:
+                return True
             if store:
-                state[x] = (held, pending, peak)
-        return peak
+                old_held[x], old_pending[x] = held, pending
+        return True
 
-    def move(self, s: int, free: list[int], limit: int) -> int:
+    def move(self, s: int, free, limit: int) -> int:
         """Move the pass at slot ``s`` to the first of ``free`` that keeps the peak within
         ``limit``; return its slot (``s`` when none does)."""
-        t = self.at[s]
-        self.at[s] = -1
+        at = self.at
+        t = at[s]
+        at[s] = -1
         for e in free:
-            self.at[e] = t
-            if self._scan(e) <= limit:
-                self._scan(e, store=True)
+            at[e] = t
+            if self._scan(e, s, limit, store=False):
+                self._scan(e, s, limit, store=True)
                 return e
-            self.at[e] = -1
-        self.at[s] = t
+            at[e] = -1
+        at[s] = t
         return s
 
 
+def _reorder(slots, consider_w: bool):
+    """Move warm-up (with ``consider_w``) and cool-down passes to earlier free slots where
+    no rank's peak memory grows past the schedule's; the steady state stays.
+
+    Passes are visited in slot order, and only those visited have moved (earlier), so the
+    free slots before a pass are the ones no pass of its rank holds now. A rank's
+    bookkeeping is set up when its first pass is visited (before, nothing on it moved)."""
+    if consider_w:
+        slots = [_put_w(rank, split=False) for rank in slots]
+    limit = max(_peak(rank) for rank in slots)
+    # per rank, once visited: slots held now, its I slots in order, and its activations
+    # (after each slot, W placed; or an _Implicit)
+    occupied, backwards, curves = {}, {}, {}
+    for s, r, t, j in _moving(slots, consider_w):
+        rank = slots[r]
+        if r not in occupied:
+            length = max(map(max, rank)) + 1
+            busy = np.zeros(length, dtype=np.uint8)
+            busy[np.fromiter(chain.from_iterable(rank), np.int64)] = 1
+            occupied[r] = bytearray(busy.tobytes())
+            backwards[r] = sorted(rank[2] + rank[3])
+            curves[r] = (
+                _curve(rank, np.asarray(rank[_W]), length) if consider_w else _Implicit(rank)
+            )
+        busy, curve = occupied[r], curves[r]
+        start = _earliest(slots, backwards, r, t, j)
+        if consider_w:  # only a forward moved earlier can raise the peak
+            low = start
+            if t < 2 and start < s:  # after the last slot in reach that is at the limit
+                full = (curve[start:s] >= limit).nonzero()[0]
+                if len(full):
+                    low += int(full[-1]) + 1
+            slot = busy.find(0, low, s) if low < s else -1
+            slot = s if slot < 0 else slot
+            if slot < s and t != 2 and t != 3:
+                curve[slot:s] += 1 if t < 2 else -1
+        else:
+            slot = curve.move(s, (e for e in range(start, s) if not busy[e]), limit)
+        rank[t][j] = slot
+        busy[s], busy[slot] = 0, 1
+        if t in (2, 3) and slot != s:
+            order = backwards[r]
+            del order[bisect_left(order, s)]
+            insort(order, slot)
+    if not consider_w:
+        slots = [_put_w(rank, split=False) for rank in slots]
+    return _squeeze(slots)
+
+
+@lru_cache(maxsize=8)
+def _dependencies(p: int, m: int) -> np.ndarray:
+    """For the passes of 5 rows a rank (F down, F up, I up, I down, then 2m W), flattened:
+    the pass on a neighbouring rank each waits for in :func:`_squeeze` (p * 6m, past the
+    end, for none: the W and the V's ends)."""
+    row = 6 * m
+    n = p * row
+    index = np.arange(n)
+    rank, within = np.divmod(index, row)
+    t = np.minimum(within // m, _W)
+    cross = np.full(n + 1, n)
+    down = ((t == 0) | (t == 2)) & (rank > 0)
+    up = ((t == 1) | (t == 3)) & (rank + 1 < p)
+    cross[:n][down] = index[down] - row
+    cross[:n][up] = index[up] + row
+    return cross
+
+
 def _squeeze(slots):
-    """Start every pass as early as its order and dependencies allow, at unit cost."""
-    p = len(slots)
-    start = [[[0] * len(row) for row in rank] for rank in slots]
-    free = [0] * p
-    for _, r, t, j in _global_order(slots):
-        begin = max(_earliest_after(start, r, t, j, p), free[r])
-        start[r][t][j] = begin
-        free[r] = begin + 1
-    return start
+    """Start every pass as early as its order and dependencies allow, at unit cost.
 
-
-def _earliest_after(start, r: int, t: int, j: int, p: int) -> int:
-    deps = [0]
-    if t in (0, 2) and r > 0:
-        deps.append(start[r - 1][t][j] + 1)
-    if t in (1, 3) and r + 1 < p:
-        deps.append(start[r + 1][t][j] + 1)
-    if 0 < t < 4:
-        deps.append(start[r][t - 1][j] + 1)
-    if j > 0:
-        deps.append(start[r][t][j - 1] + 1)
-    return max(deps)
+    A pass starts after its rank's previous one and one slot after the pass it waits for
+    on a neighbouring rank (those it waits for on its own rank run before it, in its
+    order). On one rank, the k-th pass starts at k + the running maximum of (the slot
+    after what it waits for - k); the ranks are solved again in turn, down and up the
+    pipeline, from the first pass whose neighbour's start changed, until none changes
+    (the dependencies form no cycle: the one answer, found from 0 upwards)."""
+    p, m = len(slots), len(slots[0][0])
+    row = 6 * m
+    n = p * row
+    cross = _dependencies(p, m)
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(slots)), np.int64, n)
+    ids = np.argsort(flat.reshape(p, row), axis=1, kind="stable") + np.arange(0, n, row)[:, None]
+    waits = cross[ids]  # what each pass waits for, in rank order
+    waiter = np.full(n + 1, -1)  # the position in its rank's order of the pass that waits
+    waiter[waits] = k = np.arange(row)
+    waiter_rank = np.full(n + 1, -1)  # and its rank
+    waiter_rank[waits] = np.arange(p)[:, None]
+    waiter_rank[n] = -1
+    start = np.zeros(n + 1, dtype=np.int64)
+    start[n] = -1
+    first = [0] * p  # the first position to solve again on each rank (row: none)
+    down = True
+    while min(first) < row:
+        for r in range(p) if down else range(p - 1, -1, -1):
+            q = first[r]
+            if q == row:
+                continue
+            first[r] = row
+            seed = int(start[ids[r, q - 1]]) + 1 - q if q else 0
+            tail = k[q:]
+            begin = tail + np.maximum(np.maximum.accumulate(start[waits[r, q:]] + 1 - tail), seed)
+            where = ids[r, q:]
+            changed = where[begin != start[where]]
+            if len(changed):
+                start[where] = begin
+                ranks, positions = waiter_rank[changed], waiter[changed]
+                for neighbour in (r - 1, r + 1):
+                    hit = positions[ranks == neighbour]
+                    if len(hit) and 0 <= neighbour < p:
+                        first[neighbour] = min(first[neighbour], int(hit.min()))
+        down = not down
+    out = start[:n].tolist()
+    return [
+        [out[base + t * m : base + (t + 1) * m] for t in range(4)]
+        + [out[base + 4 * m : base + row]]
+        for base in range(0, n, row)
+    ]
 
 
 def v_schedule_rows(p: int, m: int, kind: str) -> list[list[Action]]:
     """Each rank's order for ``kind`` ("v-half" or "v-min"): repeat, reorder, W placed."""
+    return [list(row) for row in _rows(p, m, kind)]
+
+
+@lru_cache(maxsize=8)
+def _rows(p: int, m: int, kind: str) -> tuple[tuple[Action, ...], ...]:
+    """:func:`v_schedule_rows`, the last 8 kept (a schedule is immutable): a sizing
+    search asks for the same (p, m) several times."""
     slots = [
-        [[o + _PERIOD * j for j in range(m)] for o in offsets] for offsets in block_offsets(p, kind)
+        [list(range(o, o + _PERIOD * m, _PERIOD)) for o in offsets]
+        for offsets in block_offsets(p, kind)
     ]
     slots = _reorder(slots, consider_w=True)
     slots = _reorder([rank[:4] for rank in slots], consider_w=False)
-    slots = [_put_w(rank[:4], split=True) for rank in slots]
     rows = []
+    labels = [*_TYPES, (1, "W"), (0, "W")]
     for r, rank in enumerate(slots):
+        rank = _put_w(rank[:4], split=True)
         stage = (r, 2 * p - 1 - r)  # (down arm, up arm)
-        kinds = [*_TYPES, (1, "W"), (0, "W")]
-        passes = sorted((s, t, j) for t, row in enumerate(rank) for j, s in enumerate(row))
-        rows.append([Action(stage[kinds[t][0]], kinds[t][1], j) for _, t, j in passes])
-    return rows
+        actions = list(
+            map(
+                _new_action,
+                chain.from_iterable(
+                    zip(repeat(stage[arm]), repeat(name), range(m), strict=False)
+                    for arm, name in labels
+                ),
+            )
+        )
+        order = np.argsort(np.concatenate([np.asarray(row) for row in rank]))
+        rows.append(itemgetter(*order.tolist())(actions))  # 6m >= 6 items: a tuple
+    return tuple(rows)
 
 
 def v_half(num_stages: int, num_microbatches: int) -> Schedule:
@@ -279,7 +395,7 @@ def v_half(num_stages: int, num_microbatches: int) -> Schedule:
     W = 0.5: 22.5, 30.5, 46.5 time units at m = 32, 64, 128; 1F1B's stays 21).
     """
     p, m = check_counts("v-half", num_stages, num_microbatches, num_chunks=2, passes=3)
-    return Schedule(v_schedule_rows(p, m, "v-half"), v_placement(p), m, name="v-half")
+    return Schedule(_rows(p, m, "v-half"), v_placement(p), m, name="v-half")
 
 
 def v_min(num_stages: int, num_microbatches: int) -> Schedule:
@@ -294,4 +410,4 @@ def v_min(num_stages: int, num_microbatches: int) -> Schedule:
     are not balanced").
     """
     p, m = check_counts("v-min", num_stages, num_microbatches, num_chunks=2, passes=3)
-    return Schedule(v_schedule_rows(p, m, "v-min"), v_placement(p), m, name="v-min")
+    return Schedule(_rows(p, m, "v-min"), v_placement(p), m, name="v-min")
