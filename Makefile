@@ -13,7 +13,7 @@ PORT   ?= 8888
 # Jupyter refuses to run as root unless told; containers and CI often are root.
 ROOTOK := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: book test install lint clean gpu-demo release-check
+.PHONY: book test install lint clean gpu-demo release-check site
 
 install: $(STAMP) $(SETTINGS)
 
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	# torch first, pinned to the wheel this machine carries; the project's own requirement is a range.
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	# -qq: the build backend's notes on editable installs are not for the reader; errors still show.
-	$(BIN)/python -m pip install -qq -e ".[test]"
+	$(BIN)/python -m pip install -qq -e ".[test,site]"
 	touch $(STAMP)
 
 $(SETTINGS): jupyter/overrides.json $(STAMP)
@@ -38,6 +38,11 @@ book: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# The book as a static website in _build/html/ (index.html first): every notebook executed
+# once (kept in _build/executed/ and reused while nothing changed), Sphinx + MyST-NB, offline.
+site: install
+	$(BIN)/python site/build.py
 
 # Every GPU check of chapter 9 in under 5 minutes on the GPUs present; its recording goes to
 # data/gpu_demo/. Without a GPU it says so and writes nothing (benchmarks/gpu_demo.py).

@@ -93,7 +93,8 @@ def test_an_old_import_path_gives_the_very_module_at_the_new_one(old, new):
 
 
 def test_the_package_s_list_of_moves_is_this_release_s_and_maps_old_names_to_new():
-    from ppbook.moved import MOVED as listed, current
+    from ppbook.moved import MOVED as listed
+    from ppbook.moved import current
 
     assert listed == MOVED
     assert current("ppbook.sizing.SCHEDULES") == "ppbook.cost_model.sizing_search.SCHEDULES"
