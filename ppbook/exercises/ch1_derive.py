@@ -127,18 +127,23 @@ GENERATOR_DRAWS = ((1, 1), (1, 5), (2, 1), (3, 4), (4, 2), (5, 9), (7, 3), (8, 1
 """(p, m) on which 1.9's generator runs: m < p, m = 1 and p = 1 included."""
 
 
-def _made(answer, pp: int, mm: int) -> Schedule:
+def generated_schedule(answer, **sizes: int) -> Schedule:
+    """The schedule the reader's generator ``answer`` builds for ``sizes`` (p, m and v as
+    keywords, passed positionally in that order): a Schedule, or one list of action strings
+    per rank; anything else, or an exception, ends the check with a one-line verdict that
+    names the sizes (exercises 1.9 and 2.8)."""
+    where = ", ".join(f"{name} = {value}" for name, value in sizes.items())
     try:
-        made = answer(pp, mm)
+        made = answer(*sizes.values())
     except Exception as error:  # the reader's code: any failure is a verdict, not a crash
         raise ValueError(
-            f"your generator raised {type(error).__name__} at p = {pp}, m = {mm}: {error}"
+            f"your generator raised {type(error).__name__} at {where}: {error}"
         ) from None
     if isinstance(made, list | tuple):
         made = Schedule.from_strings([list(row) for row in made])
     if not isinstance(made, Schedule):
         raise ValueError(
-            f"at p = {pp}, m = {mm} your generator returned {shown(made)}; it should return a "
+            f"at {where} your generator returned {shown(made)}; it should return a "
             "Schedule or one list of action strings per rank."
         )
     return made
@@ -162,7 +167,7 @@ def _gpipe_generator(answer):
             "def my_gpipe(p, m): ... return rows",
         )
     for pp, mm in GENERATOR_DRAWS:
-        made = _made(answer, pp, mm)
+        made = generated_schedule(answer, p=pp, m=mm)
         where = f"at p = {pp}, m = {mm}"
         if (made.num_ranks, made.num_stages, made.num_microbatches) != (pp, pp, mm):
             return wrong(

@@ -24,6 +24,7 @@ from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.critical_path import critical_path
 from ppbook.exercises import exercise, right, wrong
+from ppbook.exercises.ch1_derive import generated_schedule
 from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules import interleaved_1f1b, one_f_one_b
 from ppbook.simulate import simulate
@@ -176,23 +177,6 @@ def generator_draws(seed: int = 2026) -> list[tuple[int, int, int]]:
     return draws
 
 
-def _schedule(answer, pp: int, mm: int, vv: int) -> Schedule:
-    try:
-        made = answer(pp, mm, vv)
-    except Exception as error:  # the reader's code: any failure is a verdict, not a crash
-        raise ValueError(
-            f"your generator raised {type(error).__name__} at p = {pp}, m = {mm}, v = {vv}: {error}"
-        ) from None
-    if isinstance(made, list | tuple):
-        made = Schedule.from_strings([list(row) for row in made])
-    if not isinstance(made, Schedule):
-        raise ValueError(
-            f"at p = {pp}, m = {mm}, v = {vv} your generator returned {shown(made)}; it should "
-            "return a Schedule or one list of action strings per rank."
-        )
-    return made
-
-
 @exercise(
     "2.8",
     "Implement interleaved 1F1B: a function of (p, m, v) that returns the schedule (a "
@@ -215,7 +199,7 @@ def _interleaved_generator(answer):
             "def interleaved(p, m, v): ... return rows",
         )
     for pp, mm, vv in generator_draws():
-        made = _schedule(answer, pp, mm, vv)
+        made = generated_schedule(answer, p=pp, m=mm, v=vv)
         where = f"at p = {pp}, m = {mm}, v = {vv}"
         shape = (made.num_ranks, made.num_stages, made.num_microbatches)
         if shape != (pp, pp * vv, mm):
