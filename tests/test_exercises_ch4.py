@@ -204,3 +204,10 @@ def test_4_10_the_least_limit_with_transfers_as_a_function_of_p():
     assert not check("4.10", lambda p: 2 * p)  # right at p = 2 only
     assert "so does" in check("4.10", lambda p: 3 * p - 1).message
     assert "function of p" in check("4.10", 7).message
+
+
+def test_4_7_reads_the_reader_s_own_symbols_by_name():
+    # a reader's sp.Symbol("p") without the glossary's assumptions is the same p
+    p, f, i, w = (sp.Symbol(n) for n in ("p", "t_f", "t_i", "t_w"))
+    assert check("4.7", (p - 1) * (f + i - sp.Min(f, i, w)))
+    assert "outside ZB-H2's condition" in check("4.2", dict(F=1, I=3, W=2)).message

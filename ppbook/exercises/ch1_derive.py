@@ -22,6 +22,7 @@ import sympy as sp
 from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.exercises import exercise, right, wrong
+from ppbook.exercises.answers import expression
 from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules import gpipe
 from ppbook.simulate import simulate
@@ -29,16 +30,7 @@ from ppbook.simulate import simulate
 
 def _expression(answer: object, names: tuple[str, ...]) -> sp.Expr:
     """The reader's sympy expression, its symbols read by name (assumptions do not matter)."""
-    what = ", ".join(names)
-    if not isinstance(answer, sp.Expr):
-        raise ValueError(f"this exercise wants a sympy expression in {what}, got {shown(answer)}.")
-    unknown = sorted(str(x) for x in answer.free_symbols if str(x) not in names)
-    if unknown:
-        raise ValueError(
-            f"the expression uses {', '.join(unknown)}, which the question does not define; "
-            f"write it in {what} only."
-        )
-    return answer
+    return expression(answer, {name: sp.Symbol(name) for name in names})
 
 
 def _value(expr: sp.Expr, at: dict[str, object]) -> float | None:

@@ -24,6 +24,7 @@ from ppbook.checks import shown
 from ppbook.costs import Costs
 from ppbook.critical_path import critical_path
 from ppbook.exercises import exercise, right, wrong
+from ppbook.exercises.answers import expression
 from ppbook.exercises.ch1_derive import generated_schedule
 from ppbook.pipeline_schedule import Schedule
 from ppbook.schedules import interleaved_1f1b, one_f_one_b
@@ -37,15 +38,7 @@ _GRID = [(pp, mm) for pp in range(2, 6) for mm in range(1, 3 * pp + 1)]
 
 def _expression(answer: object, names: dict[str, sp.Symbol], what: str) -> sp.Expr:
     """The reader's sympy expression, read in the glossary's symbols ``names``."""
-    if not isinstance(answer, sp.Expr):
-        raise ValueError(f"this exercise wants a sympy expression in {what}, got {shown(answer)}.")
-    unknown = sorted(str(x) for x in answer.free_symbols if str(x) not in names)
-    if unknown:
-        raise ValueError(
-            f"the expression uses {', '.join(unknown)}, which the question does not define; "
-            f"write it in {what} only."
-        )
-    return answer.subs({x: names[str(x)] for x in answer.free_symbols})
+    return expression(answer, names, what)
 
 
 def _critical(pp: int, mm: int) -> sp.Expr:

@@ -115,6 +115,24 @@ def _split_costs(answer: object) -> dict[str, float]:
     return {kind: per[kind][0] for kind in ("F", "I", "W")}
 
 
+def _h2_costs(answer: object) -> tuple[float, float, float]:
+    """F, I, W of the reader's costs within ZB-H2's own condition W <= F (4.2, 4.9); costs
+    outside it end the check, since Table 2 claims nothing there."""
+    from ppbook.exercises import _Verdict
+
+    cost = _split_costs(answer)
+    F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
+    if W > F:
+        raise _Verdict(
+            (
+                f"W = {W:g} > F = {F:g}: outside ZB-H2's condition W <= F, where Table 2 "
+                "claims nothing.",
+                "keep W <= F and compare W with I.",
+            )
+        )
+    return F, I, W
+
+
 @exercise(
     "4.2",
     "Construct costs F, I, W (with W <= F, ZB-H2's own condition) under which one step of "
@@ -129,14 +147,7 @@ def _split_costs(answer: object) -> dict[str, float]:
 )
 def _zb_h2_formula_breaks(answer):
     p, m = 4, 8
-    cost = _split_costs(answer)
-    F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
-    if W > F:
-        return wrong(
-            f"W = {W:g} > F = {F:g}: that is outside ZB-H2's own condition W <= F, where "
-            "Table 2 claims nothing.",
-            "keep W <= F and look at how I compares with W.",
-        )
+    F, I, W = _h2_costs(answer)  # noqa: E741 (PyTorch's names)
     table = m * (F + I + W) + (p - 1) * (F + I - 2 * W)
     makespan = simulate(zb_h2(p, m), Costs(F=F, I=I, W=W)).makespan
     if close(makespan, table):
@@ -332,34 +343,16 @@ def _expression_in_p(answer: object, allowed: tuple) -> object:
     """The reader's answer as a sympy expression in ``allowed`` symbols (a sympy expression
     or a string sympy reads with the glossary's names), or end the check saying what is
     wanted."""
-    import sympy as sp
-
     from ppbook.exercises import _Verdict
+    from ppbook.exercises.answers import expression
     from ppbook.symbolic import symbols as sym
 
     names = {str(s): s for s in allowed}
-    if isinstance(answer, str):
-        try:
-            answer = sp.sympify(answer, locals={**names, "Min": sp.Min, "Max": sp.Max})
-        except (sp.SympifyError, SyntaxError, TypeError, ValueError) as error:
-            raise _Verdict((f"sympy cannot read {shown(answer)}: {error}.", "")) from None
-    if not isinstance(answer, sp.Expr):
-        raise _Verdict(
-            (
-                "this exercise wants a sympy expression in "
-                f"{', '.join(names)} (from ppbook.symbolic import symbols as sym), "
-                f"got {shown(answer)}.",
-                "",
-            )
-        )
-    stray = sorted(str(s) for s in answer.free_symbols - set(allowed))
-    if stray:
-        raise _Verdict(
-            (
-                f"your expression uses {', '.join(stray)}; it may use only {', '.join(names)}.",
-                "write it with sym.p and the pass times sym.t_f, sym.t_i, sym.t_w.",
-            )
-        )
+    try:
+        answer = expression(answer, names, f"{', '.join(names)} (sym.p, sym.t_f, ...)")
+    except ValueError as error:
+        hint = "write it with sym.p and the pass times sym.t_f, sym.t_i, sym.t_w."
+        raise _Verdict((str(error), hint)) from None
     if sym.p not in answer.free_symbols:
         raise _Verdict(
             (
@@ -529,13 +522,7 @@ def _linear_split(answer):
 )
 def _zb_h2_beats_h1(answer):
     p, m = 4, 8
-    cost = _split_costs(answer)
-    F, I, W = cost["F"], cost["I"], cost["W"]  # noqa: E741 (PyTorch's names)
-    if W > F:
-        return wrong(
-            f"W = {W:g} > F = {F:g}: outside ZB-H2's condition W <= F.",
-            "keep W <= F and compare W with I.",
-        )
+    F, I, W = _h2_costs(answer)  # noqa: E741 (PyTorch's names)
     costs = Costs(F=F, I=I, W=W)
     h1, h2 = simulate(zb_h1(p, m), costs).makespan, simulate(zb_h2(p, m), costs).makespan
     if not h2 < h1 - 1e-9:

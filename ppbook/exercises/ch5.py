@@ -416,25 +416,16 @@ def _dualpipev_makespan(answer):
     import sympy as sp
 
     from ppbook.critical_path import makespan_expression
+    from ppbook.exercises.answers import expression
     from ppbook.symbolic import symbols as sym
 
     allowed = {sym.p, sym.m, sym.t_f, sym.t_w}
-    if isinstance(answer, str):
-        try:
-            answer = sp.sympify(answer, locals={str(s): s for s in allowed})
-        except (sp.SympifyError, SyntaxError, TypeError, ValueError) as error:
-            return wrong(f"sympy cannot read {shown(answer)}: {error}.")
-    if not isinstance(answer, sp.Expr):
+    try:
+        answer = expression(answer, {str(s): s for s in allowed}, "sym.p, sym.m, sym.t_f, sym.t_w")
+    except ValueError as error:
         return wrong(
-            "this exercise wants a sympy expression in sym.p, sym.m, sym.t_f and sym.t_w, "
-            f"got {shown(answer)}."
-        )
-    stray = sorted(str(s) for s in answer.free_symbols - allowed)
-    if stray:
-        return wrong(
-            f"your expression uses {', '.join(stray)}; with I = F and F&B = 2F + W it needs "
-            "only p, m, t_f and t_w.",
-            "replace t_i by t_f, t_b by t_f + t_w and t_fb by 2 t_f + t_w.",
+            str(error),
+            "with I = F and F&B = 2F + W: t_i is t_f, t_b is t_f + t_w, t_fb 2t_f + t_w.",
         )
     if not {sym.p, sym.m} <= answer.free_symbols:
         return wrong(
